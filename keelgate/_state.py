@@ -1,0 +1,233 @@
+"""What is checkpointed: a run's whole state as one pydantic model.
+
+Everything a resume needs lives here and nowhere else, so a run can move between
+stores (SQLite, the Django ORM, LangGraph) as the same JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from keelgate._types import ActionStatus, LoopType, Phase, SideEffect, StopReason
+from keelgate.errors import message_for
+
+__all__ = [
+    "ActionOutcome",
+    "ApprovalState",
+    "ApprovalVote",
+    "ErrorInfo",
+    "LoopLimits",
+    "LoopState",
+    "PlannedAction",
+    "Usage",
+    "VerdictRecord",
+]
+
+_MODEL = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class ErrorInfo(BaseModel):
+    """A stored error: its stable code and trusted detail (see ``keelgate.errors``)."""
+
+    model_config = _MODEL
+
+    code: str
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        """The fixed wording for the code."""
+        return message_for(self.code)
+
+
+class ActionOutcome(BaseModel):
+    """What happened to one planned action.
+
+    Status, error code and fixed-wording detail, and the tool output as untrusted JSON
+    text.
+    """
+
+    model_config = _MODEL
+
+    status: ActionStatus = ActionStatus.PENDING
+    code: str | None = None
+    detail: str = ""
+    output: str | None = None
+    """The tool's return value as JSON text. Untrusted: shown escaped, never obeyed."""
+    replayed: bool = False
+    """True when the result came from the idempotency store instead of running the tool."""
+    settled_by: str | None = None
+    at: datetime | None = None
+
+    @property
+    def message(self) -> str:
+        """The fixed wording for ``code`` (empty without a code)."""
+        return message_for(self.code) if self.code else ""
+
+
+class ApprovalVote(BaseModel):
+    """One person's approval."""
+
+    model_config = _MODEL
+
+    by: str
+    at: datetime
+    note: str = ""
+
+
+class ApprovalState(BaseModel):
+    """Why a call waits for people, and what they said so far."""
+
+    model_config = _MODEL
+
+    required: int = 1
+    """Distinct approvers needed (2 for four-eyes)."""
+    reason: str = ""
+    requested_at: datetime
+    expires_at: datetime | None = None
+    approvals: list[ApprovalVote] = Field(default_factory=list)
+    denied_by: str | None = None
+    denied_at: datetime | None = None
+    note: str = ""
+    expired: bool = False
+
+    @property
+    def granted(self) -> bool:
+        """Enough distinct people approved and nobody denied."""
+        return (
+            self.denied_by is None
+            and not self.expired
+            and (len({v.by for v in self.approvals}) >= self.required)
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Approved, denied or expired: nothing more to decide."""
+        return self.granted or self.denied_by is not None or self.expired
+
+
+class PlannedAction(BaseModel):
+    """One tool call the planner chose, written down before it runs.
+
+    A resume re-submits exactly these arguments and this key; the planner is never
+    asked again.
+    """
+
+    model_config = _MODEL
+
+    action_id: str
+    iteration: int
+    tool: str
+    arguments: dict[str, Any]
+    """As proposed by the planner: untrusted until the gateway validates them."""
+    idempotency_key: str
+    rationale: str = ""
+    side_effect: SideEffect | None = None
+    """Known when the tool is registered; None for an unknown tool."""
+    outcome: ActionOutcome = Field(default_factory=ActionOutcome)
+    approval: ApprovalState | None = None
+
+    @property
+    def status(self) -> ActionStatus:
+        """Shortcut for ``outcome.status``."""
+        return self.outcome.status
+
+
+class VerdictRecord(BaseModel):
+    """A verifier's verdict as kept in the state."""
+
+    model_config = _MODEL
+
+    iteration: int
+    decision: str
+    reasons: list[str] = Field(default_factory=list)
+    flags: list[str] = Field(default_factory=list)
+    answer: str = ""
+
+
+class Usage(BaseModel):
+    """What the run has used so far."""
+
+    model_config = _MODEL
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    model_calls: int = 0
+    active_seconds: float = 0.0
+    """Time spent running; time stopped (waiting for a human) is not counted."""
+
+    @property
+    def tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+class LoopLimits(BaseModel):
+    """The serialisable part of :class:`~keelgate.loop.StopConditions`, kept with the run."""
+
+    model_config = _MODEL
+
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    timeout_seconds: float | None = None
+    max_verifier_rejections: int | None = None
+
+
+class LoopState(BaseModel):
+    """Everything a run needs to resume.
+
+    The goal, the phase, the planned actions and their outcomes, usage, and the trace
+    identity. This is what is checkpointed.
+    """
+
+    model_config = _MODEL
+
+    tenant_id: str
+    run_id: str
+    agent_id: str
+    goal: str
+    as_of: datetime
+    trace_id: str
+    loop_type: LoopType = LoopType.TASK
+    allowed_side_effects: list[SideEffect] = Field(default_factory=lambda: list(SideEffect))
+    seq: int = 0
+    """Checkpoint sequence number; every save must be newer than the last."""
+    phase: Phase = Phase.PLAN
+    iteration: int = 0
+    """Plan steps taken (model calls that produced a plan)."""
+    actions: list[PlannedAction] = Field(default_factory=list)
+    final_answer: str | None = None
+    verdicts: list[VerdictRecord] = Field(default_factory=list)
+    verifier_rejections: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    limits: LoopLimits = Field(default_factory=LoopLimits)
+    stop_reason: StopReason | None = None
+    error: ErrorInfo | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    def action(self, action_id: str) -> PlannedAction | None:
+        """The action with that id, or None."""
+        for action in self.actions:
+            if action.action_id == action_id:
+                return action
+        return None
+
+    @property
+    def current_actions(self) -> list[PlannedAction]:
+        """The actions of the latest plan step."""
+        return [a for a in self.actions if a.iteration == self.iteration]
+
+    def to_json(self) -> str:
+        """The checkpoint as JSON text (what every store holds)."""
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> LoopState:
+        """Load a checkpoint written by :meth:`to_json`."""
+        return cls.model_validate_json(text)

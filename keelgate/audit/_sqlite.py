@@ -1,0 +1,195 @@
+"""The audit log in one SQLite file, shared safely by threads and processes.
+
+Appends take SQLite's write lock up front (``BEGIN IMMEDIATE``) before reading the
+chain head, so two writers, in any processes, can never both extend the same head.
+WAL lets readers stream a long chain while writers append, and ``synchronous=FULL``
+makes a returned append survive power loss, not just a process crash.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from keelgate._canonical import canonical_json
+from keelgate._clock import Clock, SystemClock
+from keelgate.audit._event import GENESIS_HASH, AuditEvent, format_at, normalize_body
+from keelgate.errors import ChainBrokenError
+
+__all__ = ["SqliteAuditLog"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit_events (
+    tenant_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, seq)
+)
+"""
+
+_COLUMNS = "tenant_id, seq, at, actor, kind, body, prev_hash, hash"
+
+_BUSY_TIMEOUT_MS = 30_000
+
+_PAGE = 1_000
+"""Rows fetched per query while streaming: bounded memory, and the lock is never held
+while the caller works on an event."""
+
+_T = TypeVar("_T")
+
+_Row = tuple[Any, Any, Any, Any, Any, Any, Any, Any]
+
+
+class SqliteAuditLog:
+    """A per-tenant hash chain in a SQLite file (created if missing).
+
+    One connection per instance, shared by its threads behind a lock; open one
+    instance per process. Call :meth:`close` when done.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._lock = threading.Lock()
+        # isolation_level=None: transactions are ours, so BEGIN IMMEDIATE means it.
+        self._conn = sqlite3.connect(
+            str(path),
+            timeout=_BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        with self._lock:
+            self._write(lambda: self._conn.execute(_SCHEMA))
+
+    def append(
+        self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]
+    ) -> AuditEvent:
+        """Append one event, committed durably, and return it as stored.
+
+        Raises TypeError or ValueError, appending nothing, when ``body`` is not JSON.
+        """
+        stored_body = normalize_body(body)
+
+        def insert() -> AuditEvent:
+            row = self._conn.execute(
+                "SELECT seq, hash FROM audit_events WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1",
+                (tenant_id,),
+            ).fetchone()
+            last_seq, last_hash = (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
+            event = AuditEvent.build(
+                tenant_id=tenant_id,
+                seq=last_seq + 1,
+                at=self._clock.now(),
+                actor=actor,
+                kind=kind,
+                body=stored_body,
+                prev_hash=last_hash,
+            )
+            self._conn.execute(
+                f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    event.tenant_id,
+                    event.seq,
+                    format_at(event.at),
+                    event.actor,
+                    event.kind,
+                    canonical_json(event.body),
+                    event.prev_hash,
+                    event.hash,
+                ),
+            )
+            return event
+
+        with self._lock:
+            return self._write(insert)
+
+    def events(
+        self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> Iterator[AuditEvent]:
+        """The tenant's events after ``after_seq``, oldest first, fetched page by page."""
+        cursor_seq = after_seq
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = _PAGE if remaining is None else min(_PAGE, remaining)
+            with self._lock:
+                rows: list[_Row] = self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ?"
+                    " ORDER BY seq LIMIT ?",
+                    (tenant_id, cursor_seq, page),
+                ).fetchall()
+            for row in rows:
+                yield _event_from_row(row)
+            if len(rows) < page:
+                return
+            cursor_seq = int(rows[-1][1])
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def head(self, tenant_id: str) -> AuditEvent | None:
+        """The newest event of the tenant's chain."""
+        with self._lock:
+            row: _Row | None = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ?"
+                " ORDER BY seq DESC LIMIT 1",
+                (tenant_id,),
+            ).fetchone()
+        return _event_from_row(row) if row is not None else None
+
+    def close(self) -> None:
+        """Close the connection; the instance is unusable afterwards."""
+        with self._lock:
+            self._conn.close()
+
+    def _write(self, work: Callable[[], _T]) -> _T:
+        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; the caller holds ``_lock``."""
+        # IMMEDIATE takes the file's write lock now (waiting up to the busy timeout),
+        # not at the first write, so the head read inside cannot go stale.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = work()
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+        return result
+
+
+def _event_from_row(row: _Row) -> AuditEvent:
+    """An event from a stored row, skipping validation: the hash check is the validation.
+
+    A row too damaged to read at all raises :class:`ChainBrokenError`, which
+    :func:`~keelgate.audit.verify_chain` reports as a broken link.
+    """
+    tenant_id, seq, at_text, actor, kind, body_text, prev_hash, hash_ = row
+    if not isinstance(seq, int):
+        raise ChainBrokenError("audit row with a non-integer seq")
+    try:
+        at = datetime.fromisoformat(at_text)
+        body = json.loads(body_text)
+    except (TypeError, ValueError) as exc:
+        raise ChainBrokenError(f"unreadable audit row, seq {seq}") from exc
+    if at.tzinfo is None:
+        raise ChainBrokenError(f"audit row without a time zone, seq {seq}")
+    return AuditEvent.model_construct(
+        tenant_id=tenant_id,
+        seq=seq,
+        at=at,
+        actor=actor,
+        kind=kind,
+        body=body,
+        prev_hash=prev_hash,
+        hash=hash_,
+    )

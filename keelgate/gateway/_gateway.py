@@ -1,0 +1,308 @@
+"""The gateway: the only path from a planned action to a tool, and every decision audited.
+
+Order of checks, each a fixed-wording outcome rather than a crash: the tool exists,
+the agent holds a grant, the loop permits its side effect, the arguments pass the
+schema, people approved it if the policy says so. Only then does a READ run, or a
+PROPOSE / WRITE claim its idempotency key and run once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from keelgate._canonical import canonical_json
+from keelgate._clock import Clock, SystemClock
+from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
+from keelgate._types import ActionStatus, SideEffect
+from keelgate.audit import AuditLog
+from keelgate.errors import (
+    ApprovalDeniedError,
+    ApprovalExpiredError,
+    ConfigurationError,
+    InvalidArgumentsError,
+    KeelgateError,
+    KeyNotOwnedError,
+    OutcomeUnknownError,
+    SideEffectNotPermittedError,
+    ToolFailedError,
+    ToolNotGrantedError,
+    ToolOutputNotJsonError,
+    ToolRejectedError,
+    ToolTimeoutError,
+    UnknownToolError,
+)
+from keelgate.gateway._policy import ApprovalPolicy, Grants, NoApproval
+from keelgate.gateway._tools import Tool, ToolCall, ToolSpec
+from keelgate.idempotency import ClaimStatus, IdempotencyRecord, IdempotencyStore
+
+__all__ = ["Gateway", "GatewayResult"]
+
+
+@dataclass(frozen=True)
+class GatewayResult:
+    """The outcome of one call, and the approval state if the policy asked for people."""
+
+    outcome: ActionOutcome
+    approval: ApprovalState | None = None
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling: the run's identity and what its loop permits."""
+
+    tenant_id: str
+    run_id: str
+    agent_id: str
+    owner: str
+    allowed_side_effects: frozenset[SideEffect]
+
+
+class Gateway:
+    """Runs planned actions through grants, side-effect limits, approvals and idempotency."""
+
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        grants: Grants,
+        idempotency: IdempotencyStore,
+        audit: AuditLog,
+        policy: ApprovalPolicy | None = None,
+        clock: Clock | None = None,
+        lease_seconds: float = 300.0,
+    ) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise ConfigurationError(f"tool {t.name!r} is registered twice")
+            self._tools[t.name] = t
+        self.grants = grants
+        self.idempotency = idempotency
+        self.audit = audit
+        self.policy: ApprovalPolicy = policy or NoApproval()
+        self.clock: Clock = clock or SystemClock()
+        self.lease_seconds = lease_seconds
+
+    def tool(self, name: str) -> Tool | None:
+        """The registered tool of that name, or None."""
+        return self._tools.get(name)
+
+    def specs(self, agent_id: str, allowed: Iterable[SideEffect]) -> list[ToolSpec]:
+        """The tools this agent may be shown: granted and of a permitted side effect."""
+        permitted = frozenset(allowed)
+        return [
+            t.spec()
+            for t in self._tools.values()
+            if self.grants.allows(agent_id, t.name) and t.side_effect in permitted
+        ]
+
+    async def execute(self, ctx: CallContext, action: PlannedAction) -> GatewayResult:
+        """Decide and, if allowed, run one planned action. Never raises for bad input."""
+        tool = self._tools.get(action.tool)
+        if tool is None:
+            return self._refuse(ctx, action, UnknownToolError())
+        if not self.grants.allows(ctx.agent_id, tool.name):
+            return self._refuse(ctx, action, ToolNotGrantedError(tool.name))
+        if tool.side_effect not in ctx.allowed_side_effects:
+            return self._refuse(ctx, action, SideEffectNotPermittedError(tool.side_effect.value))
+        try:
+            arguments = tool.arguments.model_validate(action.arguments)
+        except ValidationError as exc:
+            fields = sorted({".".join(str(p) for p in e["loc"]) or "(root)" for e in exc.errors()})
+            return self._refuse(ctx, action, InvalidArgumentsError(", ".join(fields)))
+
+        approval = action.approval
+        requirement = self.policy.requirement(agent_id=ctx.agent_id, tool=tool, arguments=arguments)
+        if requirement is not None:
+            now = self.clock.now()
+            if approval is None:
+                approval = ApprovalState(
+                    required=requirement.approvers,
+                    reason=requirement.reason,
+                    requested_at=now,
+                    expires_at=now + requirement.expires_after
+                    if requirement.expires_after
+                    else None,
+                )
+                self._audit(ctx, "approval.requested", action, required=approval.required)
+            if approval.denied_by is not None:
+                return self._finish(
+                    ctx,
+                    action,
+                    _error(ApprovalDeniedError(approval.note), ActionStatus.DENIED),
+                    approval,
+                )
+            if not approval.granted:
+                if approval.expired or (approval.expires_at and now >= approval.expires_at):
+                    approval = approval.model_copy(update={"expired": True})
+                    self._audit(ctx, "approval.expired", action)
+                    return self._finish(
+                        ctx,
+                        action,
+                        _error(ApprovalExpiredError(), ActionStatus.DENIED),
+                        approval,
+                    )
+                pending = ActionOutcome(status=ActionStatus.AWAITING_APPROVAL, at=now)
+                return GatewayResult(pending, approval)
+
+        if tool.side_effect is SideEffect.READ:
+            outcome = await self._run_read(tool, arguments, ctx, action)
+            return self._finish(ctx, action, outcome, approval)
+        return self._finish(
+            ctx, action, await self._run_once(tool, arguments, ctx, action), approval
+        )
+
+    async def _run_read(
+        self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
+    ) -> ActionOutcome:
+        try:
+            value = await self._invoke(tool, arguments, ctx, action)
+        except ToolRejectedError:
+            return _error(ToolRejectedError())
+        except TimeoutError:
+            return _error(ToolTimeoutError())
+        except Exception as exc:  # a READ changed nothing, so any failure is just an error
+            return _error(ToolFailedError(type(exc).__name__))
+        return self._output(value)
+
+    async def _run_once(
+        self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
+    ) -> ActionOutcome:
+        """Claim the key, run at most once, store the outcome; replay a completed key."""
+        now = self.clock.now()
+        status, record = self.idempotency.claim(
+            ctx.tenant_id,
+            action.idempotency_key,
+            owner=ctx.owner,
+            run_id=ctx.run_id,
+            action_id=action.action_id,
+            now=now,
+            lease_seconds=self.lease_seconds,
+        )
+        if status is not ClaimStatus.CLAIMED:
+            return _from_record(status, record)
+        try:
+            value = await self._invoke(tool, arguments, ctx, action)
+        except ToolRejectedError:
+            outcome = _error(ToolRejectedError())
+            record = self.idempotency.settle(
+                ctx.tenant_id,
+                action.idempotency_key,
+                executed=False,
+                by=f"tool:{tool.name}",
+                outcome=outcome.model_dump_json(),
+                now=self.clock.now(),
+            )
+            return outcome.model_copy(update={"status": ActionStatus.ERROR})
+        except TimeoutError:
+            # It may still be running: the key stays in flight and nobody guesses.
+            return _error(ToolTimeoutError(), ActionStatus.UNKNOWN)
+        except Exception as exc:
+            return _error(OutcomeUnknownError(type(exc).__name__), ActionStatus.UNKNOWN)
+        outcome = self._output(value)
+        try:
+            self.idempotency.complete(
+                ctx.tenant_id,
+                action.idempotency_key,
+                owner=ctx.owner,
+                outcome=outcome.model_dump_json(),
+                now=self.clock.now(),
+            )
+        except KeyNotOwnedError:
+            # Settled by someone else while the tool ran: their record wins.
+            current = self.idempotency.get(ctx.tenant_id, action.idempotency_key)
+            if current is None or current.status.value == "in_flight":
+                return _error(OutcomeUnknownError("key_not_owned"), ActionStatus.UNKNOWN)
+            return _from_record(ClaimStatus(current.status.value), current)
+        return outcome
+
+    async def _invoke(
+        self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
+    ) -> Any:
+        call = ToolCall(
+            tenant_id=ctx.tenant_id,
+            run_id=ctx.run_id,
+            action_id=action.action_id,
+            tool=tool.name,
+            idempotency_key=action.idempotency_key,
+        )
+        if inspect.iscoroutinefunction(tool.fn):
+            coro = tool.fn(arguments, call)
+            return await (asyncio.wait_for(coro, tool.timeout) if tool.timeout else coro)
+        if tool.timeout:
+            return await asyncio.wait_for(asyncio.to_thread(tool.fn, arguments, call), tool.timeout)
+        result = tool.fn(arguments, call)
+        return await result if inspect.isawaitable(result) else result
+
+    def _output(self, value: Any) -> ActionOutcome:
+        try:
+            text = canonical_json(value)
+        except (TypeError, ValueError):
+            return _error(ToolOutputNotJsonError(), at=self.clock.now())
+        return ActionOutcome(status=ActionStatus.DONE, output=text, at=self.clock.now())
+
+    def _refuse(
+        self, ctx: CallContext, action: PlannedAction, error: KeelgateError
+    ) -> GatewayResult:
+        return self._finish(ctx, action, _error(error, at=self.clock.now()), action.approval)
+
+    def _finish(
+        self,
+        ctx: CallContext,
+        action: PlannedAction,
+        outcome: ActionOutcome,
+        approval: ApprovalState | None,
+    ) -> GatewayResult:
+        self._audit(
+            ctx,
+            "gateway.call",
+            action,
+            status=outcome.status.value,
+            code=outcome.code,
+            replayed=outcome.replayed,
+        )
+        return GatewayResult(outcome, approval)
+
+    def _audit(self, ctx: CallContext, kind: str, action: PlannedAction, **extra: Any) -> None:
+        body: dict[str, Any] = {
+            "run_id": ctx.run_id,
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "idempotency_key": action.idempotency_key,
+        }
+        body.update(extra)
+        self.audit.append(ctx.tenant_id, actor=f"agent:{ctx.agent_id}", kind=kind, body=body)
+
+
+def _error(
+    error: KeelgateError,
+    status: ActionStatus = ActionStatus.ERROR,
+    at: datetime | None = None,
+) -> ActionOutcome:
+    return ActionOutcome(status=status, code=error.code, detail=error.detail, at=at)
+
+
+def _from_record(status: ClaimStatus, record: IdempotencyRecord) -> ActionOutcome:
+    """What a key that was not freshly claimed means for the action."""
+    if status is ClaimStatus.COMPLETED:
+        if record.outcome:
+            stored = ActionOutcome.model_validate_json(record.outcome)
+            return stored.model_copy(update={"replayed": True})
+        return ActionOutcome(
+            status=ActionStatus.DONE,
+            replayed=True,
+            settled_by=record.settled_by,
+            at=record.completed_at,
+        )
+    if status is ClaimStatus.ABANDONED:
+        return ActionOutcome(
+            status=ActionStatus.ABANDONED, settled_by=record.settled_by, at=record.completed_at
+        )
+    return _error(OutcomeUnknownError("in_flight"), ActionStatus.UNKNOWN)

@@ -1,0 +1,94 @@
+"""Tools: a named function, what it may do to the world, and the schema of its arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from keelgate._types import SideEffect
+
+__all__ = ["Tool", "ToolCall", "ToolFn", "ToolSpec", "tool"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a tool is told about the call besides its arguments.
+
+    ``idempotency_key`` is passed through so the downstream system can deduplicate too:
+    Keelgate's exactly-once is a property of its own record, and only the downstream
+    honouring the key closes the window of a crash inside the tool.
+    """
+
+    tenant_id: str
+    run_id: str
+    action_id: str
+    tool: str
+    idempotency_key: str
+
+
+ToolFn = Callable[[Any, ToolCall], Any | Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a planner is shown of a tool: name, description, side effect, JSON schema."""
+
+    name: str
+    description: str
+    side_effect: SideEffect
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the gateway can run: declared READ, PROPOSE or WRITE, with a pydantic schema.
+
+    ``fn(arguments, call)`` receives validated arguments (an instance of
+    ``arguments``) and the :class:`ToolCall`; it may be sync or async. It returns
+    JSON-serialisable data, which is stored as untrusted text. Raising
+    :class:`~keelgate.errors.ToolRejectedError` says the call definitely did not take
+    effect; any other exception from a PROPOSE or WRITE tool leaves its outcome unknown.
+    """
+
+    name: str
+    side_effect: SideEffect
+    arguments: type[BaseModel]
+    fn: ToolFn
+    description: str = ""
+    timeout: float | None = None
+    """Seconds; a WRITE that times out is an unknown outcome, never retried."""
+
+    def spec(self) -> ToolSpec:
+        """The tool as a planner sees it."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            side_effect=self.side_effect,
+            parameters=self.arguments.model_json_schema(),
+        )
+
+
+def tool(
+    *,
+    side_effect: SideEffect,
+    arguments: type[BaseModel],
+    name: str | None = None,
+    description: str | None = None,
+    timeout: float | None = None,
+) -> Callable[[ToolFn], Tool]:
+    """Declare a function as a :class:`Tool` (name and description default to the function's)."""
+
+    def wrap(fn: ToolFn) -> Tool:
+        return Tool(
+            name=name or getattr(fn, "__name__", "tool"),
+            side_effect=side_effect,
+            arguments=arguments,
+            fn=fn,
+            description=(description or (fn.__doc__ or "")).strip(),
+            timeout=timeout,
+        )
+
+    return wrap

@@ -1,0 +1,107 @@
+"""Durable, budgeted agent loop with explicit stop conditions and resume.
+
+This package is the public surface of the ``keelgate.loop`` API reference; the
+implementation lives in private modules and in the sibling packages it re-exports.
+"""
+
+from keelgate._state import (
+    ActionOutcome,
+    ApprovalState,
+    ApprovalVote,
+    ErrorInfo,
+    LoopLimits,
+    LoopState,
+    PlannedAction,
+    Usage,
+    VerdictRecord,
+)
+from keelgate._types import ActionStatus, LoopType, Phase, StopReason
+from keelgate.checkpoint import (
+    CheckpointStore,
+    HistoryCheckpointStore,
+    InMemoryCheckpointStore,
+    SqliteCheckpointStore,
+    default_checkpointer,
+)
+from keelgate.errors import (
+    NotReplayableError,
+    RunExistsError,
+    RunNotFoundError,
+    StaleCheckpointError,
+)
+from keelgate.loop._budget import ModelPrice, StopConditions
+from keelgate.loop._context import ContextItem, ContextSource
+from keelgate.loop._decisions import OutcomeConfirmer
+from keelgate.loop._failpoints import WINDOWS, Failpoints
+from keelgate.loop._loop import Loop, VerificationLoop
+from keelgate.loop._planner import (
+    ContextMessage,
+    ModelUsage,
+    Plan,
+    Planner,
+    PlanRequest,
+    ProposedAction,
+)
+from keelgate.loop._result import LoopOutcome, LoopResult
+from keelgate.loop._runner import InProcessRunner, LoopRunner, LoopSpec
+from keelgate.loop._verifier import (
+    AcceptAllVerifier,
+    CallableVerifier,
+    GroundedAnswerVerifier,
+    Verdict,
+    VerdictDecision,
+    Verifier,
+    VerifyRequest,
+)
+
+__all__ = [
+    "WINDOWS",
+    "AcceptAllVerifier",
+    "ActionOutcome",
+    "ActionStatus",
+    "ApprovalState",
+    "ApprovalVote",
+    "CallableVerifier",
+    "CheckpointStore",
+    "ContextItem",
+    "ContextMessage",
+    "ContextSource",
+    "ErrorInfo",
+    "Failpoints",
+    "GroundedAnswerVerifier",
+    "HistoryCheckpointStore",
+    "InMemoryCheckpointStore",
+    "InProcessRunner",
+    "Loop",
+    "LoopLimits",
+    "LoopOutcome",
+    "LoopResult",
+    "LoopRunner",
+    "LoopSpec",
+    "LoopState",
+    "LoopType",
+    "ModelPrice",
+    "ModelUsage",
+    "NotReplayableError",
+    "OutcomeConfirmer",
+    "Phase",
+    "Plan",
+    "PlanRequest",
+    "PlannedAction",
+    "Planner",
+    "ProposedAction",
+    "RunExistsError",
+    "RunNotFoundError",
+    "SqliteCheckpointStore",
+    "StaleCheckpointError",
+    "StopConditions",
+    "StopReason",
+    "Usage",
+    "Verdict",
+    "VerdictDecision",
+    "VerdictRecord",
+    "VerificationLoop",
+    "Verifier",
+    "VerifyRequest",
+    "default_checkpointer",
+]

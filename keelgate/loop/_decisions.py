@@ -1,0 +1,242 @@
+"""Decisions made outside the loop: approvals, denials, and settling unknown outcomes.
+
+Each decision loads the latest checkpoint, changes one action, writes the audit event
+and saves a newer checkpoint; the run then continues on its next resume. Because the
+save refuses a stale sequence, two people deciding at once cannot both win: the second
+gets :class:`~keelgate.errors.StaleCheckpointError` or sees the first decision.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedAction
+from keelgate._types import ActionStatus
+from keelgate.errors import (
+    ActionNotFoundError,
+    AlreadyDecidedError,
+    ApprovalError,
+    ApprovalExpiredError,
+    DuplicateApproverError,
+    KeyNotOwnedError,
+    NoteRequiredError,
+    NotReconcilableError,
+)
+from keelgate.gateway import SideEffect
+from keelgate.idempotency import KeyStatus
+
+if TYPE_CHECKING:
+    from keelgate.loop._loop import Loop
+
+__all__ = ["DecisionsMixin", "OutcomeConfirmer"]
+
+
+@runtime_checkable
+class OutcomeConfirmer(Protocol):
+    """Settles an action whose outcome is unknown by asking the downstream system of record.
+
+    Return True if the action took effect, False if it definitely did not, and None
+    when the answer is not certain (the loop then stops for a human, as before).
+    """
+
+    def confirm(
+        self, action: PlannedAction, *, tenant_id: str, run_id: str
+    ) -> bool | Awaitable[bool | None] | None:
+        """Ask the system of record about ``action`` (its key is ``action.idempotency_key``)."""
+        ...
+
+
+class DecisionsMixin:
+    """Approve, deny and reconcile, for :class:`~keelgate.loop.Loop`."""
+
+    async def approve(
+        self: Loop, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = ""
+    ) -> LoopState:
+        """Record one person's approval; the call runs on resume once enough people agree."""
+        state, action = self._awaiting(tenant_id, run_id, action_id)
+        approval = action.approval
+        assert approval is not None  # _awaiting guarantees it
+        if any(v.by == by for v in approval.approvals):
+            raise DuplicateApproverError(by)
+        approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note))
+        if approval.granted:
+            action.outcome = ActionOutcome(status=ActionStatus.PENDING, at=self.clock.now())
+        self._save(state)
+        self._audit(
+            state,
+            "approval.decided",
+            actor=by,
+            action_id=action_id,
+            tool=action.tool,
+            decision="approve",
+            approvals=len(approval.approvals),
+            required=approval.required,
+            note=note,
+        )
+        return state
+
+    async def deny(
+        self: Loop, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str
+    ) -> LoopState:
+        """Deny the call; the planner sees the denial and ``note`` on the next step."""
+        if not note.strip():
+            raise NoteRequiredError()
+        state, action = self._awaiting(tenant_id, run_id, action_id)
+        approval = action.approval
+        assert approval is not None
+        now = self.clock.now()
+        approval.denied_by, approval.denied_at, approval.note = by, now, note
+        action.outcome = ActionOutcome(
+            status=ActionStatus.DENIED, code="approval_denied", detail=note, settled_by=by, at=now
+        )
+        self._save(state)
+        self._audit(
+            state,
+            "approval.decided",
+            actor=by,
+            action_id=action_id,
+            tool=action.tool,
+            decision="deny",
+            note=note,
+        )
+        return state
+
+    async def reconcile(
+        self: Loop,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        executed: bool,
+        by: str,
+        note: str = "",
+    ) -> LoopState:
+        """A human settles an action whose outcome was unknown.
+
+        ``executed=True`` records it as done; ``executed=False`` abandons it. Either way
+        the action is never run again. If it must be attempted afresh, plan a new action
+        with a new idempotency key.
+        """
+        state = self._load(tenant_id, run_id)
+        action = state.action(action_id)
+        if action is None:
+            raise ActionNotFoundError(action_id)
+        if action.status is not ActionStatus.UNKNOWN:
+            if action.outcome.settled_by:
+                raise AlreadyDecidedError(action.outcome.settled_by)
+            raise NotReconcilableError(f"{action_id} is {action.status.value}")
+        self._settle(state, action, executed=executed, by=by, source="human", note=note)
+        self._save(state)
+        return state
+
+    # -- used by the loop -------------------------------------------------------
+
+    def _awaiting(
+        self: Loop, tenant_id: str, run_id: str, action_id: str
+    ) -> tuple[LoopState, PlannedAction]:
+        state = self._load(tenant_id, run_id)
+        action = state.action(action_id)
+        if action is None:
+            raise ActionNotFoundError(action_id)
+        approval = action.approval
+        if approval is None:
+            raise ApprovalError(action_id)
+        if approval.denied_by or approval.granted:
+            raise AlreadyDecidedError(approval.denied_by or approval.approvals[-1].by)
+        now = self.clock.now()
+        if approval.expired or (approval.expires_at is not None and now >= approval.expires_at):
+            if not approval.expired:
+                approval.expired = True
+                action.outcome = ActionOutcome(
+                    status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now
+                )
+                self._save(state)
+                self._audit(state, "approval.expired", action_id=action_id, tool=action.tool)
+            raise ApprovalExpiredError(action_id)
+        if action.status is not ActionStatus.AWAITING_APPROVAL:
+            raise ApprovalError(action_id)
+        return state, action
+
+    async def _recheck_unknown(self: Loop, state: LoopState, action: PlannedAction) -> bool:
+        """On resume: the key store's record first, then the confirmer. True when settled."""
+        record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+        if record is not None and record.status is KeyStatus.COMPLETED:
+            stored = (
+                ActionOutcome.model_validate_json(record.outcome)
+                if record.outcome
+                else ActionOutcome(status=ActionStatus.DONE, settled_by=record.settled_by)
+            )
+            action.outcome = stored.model_copy(update={"replayed": True})
+            self._save(state)
+            return True
+        if record is not None and record.status is KeyStatus.ABANDONED:
+            action.outcome = ActionOutcome(
+                status=ActionStatus.ABANDONED, settled_by=record.settled_by, at=record.completed_at
+            )
+            self._save(state)
+            return True
+        return await self._confirm(state, action, save=True)
+
+    async def _confirm(self: Loop, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
+        """Ask the confirmer; only a definite True or False settles the action."""
+        if self.confirmer is None:
+            return False
+        try:
+            answer: Any = self.confirmer.confirm(
+                action, tenant_id=state.tenant_id, run_id=state.run_id
+            )
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except Exception:  # an unsure confirmer leaves the decision to a person
+            return False
+        if answer is not True and answer is not False:
+            return False
+        name = getattr(self.confirmer, "name", type(self.confirmer).__name__)
+        self._settle(state, action, executed=answer, by=f"confirmer:{name}", source="confirmer")
+        if save:
+            self._save(state)
+        return True
+
+    def _settle(
+        self: Loop,
+        state: LoopState,
+        action: PlannedAction,
+        *,
+        executed: bool,
+        by: str,
+        source: str,
+        note: str = "",
+    ) -> None:
+        """Write the verdict to the key store, the action and the audit chain (no arguments)."""
+        now = self.clock.now()
+        status = ActionStatus.DONE if executed else ActionStatus.ABANDONED
+        outcome = ActionOutcome(status=status, detail=note, settled_by=by, at=now)
+        verdict = "executed" if executed else "not_executed"
+        if action.side_effect is not SideEffect.READ:
+            try:
+                self.gateway.idempotency.settle(
+                    state.tenant_id,
+                    action.idempotency_key,
+                    executed=executed,
+                    by=by,
+                    outcome=outcome.model_dump_json() if executed else None,
+                    now=now,
+                )
+            except KeyNotOwnedError:
+                record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+                if record is not None and record.status is KeyStatus.COMPLETED and record.outcome:
+                    # The call did return after all: its durable record outranks a guess.
+                    outcome = ActionOutcome.model_validate_json(record.outcome)
+                    source, verdict = "idempotency_store", "executed"
+        action.outcome = outcome
+        self._audit(
+            state,
+            "loop.reconciled",
+            actor=by,
+            action_id=action.action_id,
+            tool=action.tool,
+            source=source,
+            verdict=verdict,
+        )

@@ -1,0 +1,480 @@
+"""The durable agent loop: plan, act, observe, verify, then revise or stop.
+
+The loop is a state machine over :class:`LoopState`. Each phase does its work, saves a
+checkpoint with a newer sequence number, then moves on; a resume simply continues the
+phase the last checkpoint names. Planned actions are saved before any of them runs
+(write-ahead), so a resume re-submits them and never asks the planner again, and
+side-effecting calls go through the idempotency store, so a completed one is replayed,
+never re-run. Human decisions (approve, deny, reconcile) live in ``_decisions.py``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from keelgate._clock import Clock, SystemClock
+from keelgate._state import ErrorInfo, LoopState, PlannedAction, VerdictRecord
+from keelgate._types import ActionStatus, LoopType, Phase, StopReason
+from keelgate.audit import AuditLog
+from keelgate.checkpoint import CheckpointStore
+from keelgate.errors import (
+    ConfigurationError,
+    KeelgateError,
+    PlannerError,
+    RunExistsError,
+    RunNotFoundError,
+)
+from keelgate.gateway import ALL_SIDE_EFFECTS, READ_ONLY, Gateway, SideEffect
+from keelgate.gateway._gateway import CallContext
+from keelgate.idempotency import derive_key
+from keelgate.loop._budget import ModelPrice, StopConditions, cost_of, limit_reached, precall_stop
+from keelgate.loop._context import ContextItem, ContextSource, build_messages
+from keelgate.loop._decisions import DecisionsMixin, OutcomeConfirmer
+from keelgate.loop._failpoints import Failpoints
+from keelgate.loop._planner import Plan, Planner, PlanRequest
+from keelgate.loop._result import LoopResult, is_resumable
+from keelgate.loop._verifier import (
+    UNPARSEABLE,
+    AcceptAllVerifier,
+    Verdict,
+    VerdictDecision,
+    Verifier,
+    VerifyRequest,
+    as_verdict,
+)
+
+__all__ = ["DEFAULT_STOP", "Loop", "VerificationLoop"]
+
+DEFAULT_STOP = StopConditions(max_iterations=20)
+"""Used when neither the loop nor the call gives limits: no run is unbounded by accident."""
+
+_WAITING = (ActionStatus.PENDING, ActionStatus.AWAITING_APPROVAL, ActionStatus.UNKNOWN)
+
+
+class Loop(DecisionsMixin):
+    """The durable agent loop: plan, act, observe, verify, then revise or stop.
+
+    Checkpoints every step, honours the stop conditions, and resumes without
+    re-planning or repeating a completed WRITE.
+    """
+
+    def __init__(
+        self,
+        *,
+        planner: Planner,
+        gateway: Gateway,
+        checkpoints: CheckpointStore,
+        verifier: Verifier | None = None,
+        stop: StopConditions | None = None,
+        loop_type: LoopType = LoopType.TASK,
+        allowed_side_effects: frozenset[SideEffect] | set[SideEffect] | None = None,
+        confirmer: OutcomeConfirmer | None = None,
+        pricing: Mapping[str, ModelPrice] | None = None,
+        price_model: str | None = None,
+        context: Sequence[ContextSource] = (),
+        clock: Clock | None = None,
+        failpoints: Failpoints | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.planner = planner
+        self.gateway = gateway
+        self.checkpoints = checkpoints
+        self.audit: AuditLog = gateway.audit
+        self.verifier: Verifier = verifier or AcceptAllVerifier()
+        self.stop = stop
+        self.loop_type = loop_type
+        if allowed_side_effects is None:
+            allowed_side_effects = ALL_SIDE_EFFECTS if loop_type is LoopType.TASK else READ_ONLY
+        self.allowed_side_effects = frozenset(allowed_side_effects)
+        self.confirmer = confirmer
+        self.pricing: Mapping[str, ModelPrice] = pricing or {}
+        self.price_model = price_model
+        self.context = tuple(context)
+        self.clock: Clock = clock or gateway.clock or SystemClock()
+        self.failpoints = failpoints or Failpoints.from_env() or Failpoints()
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._tick_at = 0.0
+
+    # -- public API ---------------------------------------------------------------
+
+    async def run(
+        self,
+        *,
+        goal: str,
+        tenant_id: str,
+        agent_id: str,
+        as_of: datetime,
+        run_id: str | None = None,
+        trace_id: str | None = None,
+        stop: StopConditions | None = None,
+    ) -> LoopResult:
+        """Start a new run. Refuses an id that already has a checkpoint."""
+        run_id = run_id or uuid.uuid4().hex
+        if self.checkpoints.load(tenant_id, run_id) is not None:
+            raise RunExistsError(run_id)
+        conditions = stop or self.stop or DEFAULT_STOP
+        now = self.clock.now()
+        state = LoopState(
+            tenant_id=tenant_id,
+            run_id=run_id,
+            agent_id=agent_id,
+            goal=goal,
+            as_of=as_of,
+            trace_id=trace_id or uuid.uuid4().hex,
+            loop_type=self.loop_type,
+            allowed_side_effects=sorted(self.allowed_side_effects),
+            limits=conditions.to_limits(),
+            created_at=now,
+        )
+        self._tick_at = self.clock.monotonic()
+        self._save(state)
+        self._audit(state, "run.started", loop_type=state.loop_type.value)
+        return await self._drive(state, conditions)
+
+    async def resume(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        stop: StopConditions | None = None,
+    ) -> LoopResult:
+        """Continue a stopped or interrupted run from its latest checkpoint.
+
+        Pass a new ``stop`` to continue after a budget stop with a larger budget.
+        """
+        state = self._load(tenant_id, run_id)
+        conditions = stop or StopConditions.from_limits(
+            state.limits, goal=self.stop.goal if self.stop else None
+        )
+        if stop is not None:
+            state.limits = stop.to_limits()
+        if state.phase is Phase.DONE:
+            return self._result(state, StopReason.GOAL_REACHED)
+        self._tick_at = self.clock.monotonic()
+        return await self._drive(state, conditions)
+
+    async def run_or_resume(
+        self,
+        *,
+        goal: str,
+        tenant_id: str,
+        agent_id: str,
+        as_of: datetime,
+        run_id: str,
+        trace_id: str | None = None,
+        stop: StopConditions | None = None,
+    ) -> LoopResult:
+        """Idempotent start: resume the run if it exists, otherwise begin it."""
+        if self.checkpoints.load(tenant_id, run_id) is not None:
+            return await self.resume(tenant_id, run_id, stop=stop)
+        return await self.run(
+            goal=goal,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            as_of=as_of,
+            run_id=run_id,
+            trace_id=trace_id,
+            stop=stop,
+        )
+
+    # -- the state machine -----------------------------------------------------
+
+    async def _drive(self, state: LoopState, stop: StopConditions) -> LoopResult:
+        state.stop_reason = None
+        state.error = None
+        while True:
+            self._tick(state)
+            if state.phase is Phase.DONE:
+                return await self._stop(state, StopReason.GOAL_REACHED)
+            reason = limit_reached(state)
+            if reason is not None:
+                return await self._stop(state, reason)
+            if state.phase is Phase.PLAN:
+                result = await self._plan(state)
+            elif state.phase is Phase.ACT:
+                result = await self._act(state)
+            elif state.phase is Phase.OBSERVE:
+                result = self._observe(state, stop)
+            else:
+                result = await self._verify(state)
+            if result is not None:
+                return result
+
+    async def _plan(self, state: LoopState) -> LoopResult | None:
+        extra = await self._context_items(state)
+        request = PlanRequest(
+            tenant_id=state.tenant_id,
+            run_id=state.run_id,
+            agent_id=state.agent_id,
+            goal=state.goal,
+            as_of=state.as_of,
+            iteration=state.iteration + 1,
+            messages=build_messages(state, extra),
+            tools=self.gateway.specs(state.agent_id, self._allowed(state)),
+        )
+        estimate = getattr(self.planner, "estimate_tokens", None)
+        estimated = (
+            int(estimate(request)) if callable(estimate) else request.estimated_input_tokens()
+        )
+        reason = precall_stop(
+            state,
+            estimated_input_tokens=estimated,
+            pricing=self.pricing,
+            price_model=self.price_model,
+        )
+        if reason is not None:
+            return await self._stop(state, reason)
+        try:
+            plan = self.planner.plan(request)
+            if inspect.isawaitable(plan):
+                plan = await plan
+            if not isinstance(plan, Plan):
+                raise PlannerError(type(plan).__name__)
+        except KeelgateError as exc:
+            return await self._stop(
+                state, StopReason.ERROR, ErrorInfo(code=exc.code, detail=exc.detail)
+            )
+        except Exception as exc:  # an untrusted planner failing is an outcome, not a crash
+            return await self._stop(
+                state,
+                StopReason.ERROR,
+                ErrorInfo(code=PlannerError.code, detail=type(exc).__name__),
+            )
+        unpriced = self._account(state, plan)
+        state.iteration += 1
+        if plan.actions:
+            state.actions.extend(self._write_ahead(state, plan))
+            state.phase = Phase.ACT
+        else:
+            state.final_answer = plan.final_answer
+            state.phase = Phase.VERIFY
+        self._save(state)
+        self._audit(
+            state,
+            "loop.planned",
+            iteration=state.iteration,
+            actions=[
+                {"action_id": a.action_id, "tool": a.tool, "idempotency_key": a.idempotency_key}
+                for a in state.current_actions
+            ],
+            final_answer=not plan.actions,
+        )
+        self.failpoints.hit("after_plan")
+        if unpriced:
+            return await self._stop(state, StopReason.COST_UNKNOWN)
+        return None
+
+    async def _act(self, state: LoopState) -> LoopResult | None:
+        ctx = CallContext(
+            tenant_id=state.tenant_id,
+            run_id=state.run_id,
+            agent_id=state.agent_id,
+            owner=self.owner,
+            allowed_side_effects=self._allowed(state),
+        )
+        for action in state.current_actions:
+            if action.status not in _WAITING:
+                continue
+            self._tick(state)
+            reason = limit_reached(state)
+            if reason is not None:
+                return await self._stop(state, reason)
+            self.failpoints.hit("before_action")
+            if action.status is ActionStatus.UNKNOWN:
+                settled = await self._recheck_unknown(state, action)
+                if not settled:
+                    return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
+                continue
+            result = await self.gateway.execute(ctx, action)
+            self.failpoints.hit("after_gateway_call")
+            action.outcome = result.outcome
+            action.approval = result.approval
+            if action.status is ActionStatus.UNKNOWN:
+                await self._confirm(state, action, save=False)
+            self._save(state)
+            self.failpoints.hit("after_action_checkpoint")
+            if action.status is ActionStatus.UNKNOWN:
+                return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
+            if action.status is ActionStatus.AWAITING_APPROVAL:
+                return await self._stop(state, StopReason.APPROVAL_PENDING)
+        state.phase = Phase.OBSERVE
+        self._save(state)
+        return None
+
+    def _observe(self, state: LoopState, stop: StopConditions) -> LoopResult | None:
+        goal_met = stop.goal is not None and bool(stop.goal(state))
+        state.phase = Phase.DONE if goal_met else Phase.PLAN
+        self._save(state)
+        self.failpoints.hit("after_observe")
+        return None
+
+    async def _verify(self, state: LoopState) -> LoopResult | None:
+        request = VerifyRequest(
+            goal=state.goal,
+            answer=state.final_answer or "",
+            actions=tuple(state.actions),
+            observations=tuple(a.outcome.output for a in state.actions if a.outcome.output),
+        )
+        try:
+            raw: Any = self.verifier.verify(request)
+            if inspect.isawaitable(raw):
+                raw = await raw
+            verdict = as_verdict(raw)
+        except Exception:  # a verifier that cannot answer counts as a rejection
+            verdict = Verdict.reject("the verifier failed", flags=[UNPARSEABLE])
+        state.verdicts.append(
+            VerdictRecord(
+                iteration=state.iteration,
+                decision=verdict.decision.value,
+                reasons=list(verdict.reasons),
+                flags=list(verdict.flags),
+                answer=state.final_answer or "",
+            )
+        )
+        rejected = False
+        if verdict.decision is VerdictDecision.ACCEPT:
+            state.phase = Phase.DONE
+        else:
+            state.verifier_rejections += 1
+            state.final_answer = None
+            state.phase = Phase.PLAN
+            limit = state.limits.max_verifier_rejections
+            rejected = limit is not None and state.verifier_rejections >= limit
+        self._save(state)
+        self.failpoints.hit("after_verify")
+        if rejected:
+            return await self._stop(state, StopReason.VERIFIER_REJECTED)
+        return None
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _write_ahead(self, state: LoopState, plan: Plan) -> list[PlannedAction]:
+        """Turn proposals into saved actions with their keys, before any of them runs."""
+        planned: list[PlannedAction] = []
+        for index, proposal in enumerate(plan.actions, start=1):
+            arguments = dict(proposal.arguments) if isinstance(proposal.arguments, Mapping) else {}
+            tool = self.gateway.tool(proposal.tool)
+            planned.append(
+                PlannedAction(
+                    action_id=f"{state.iteration}-{index}",
+                    iteration=state.iteration,
+                    tool=str(proposal.tool),
+                    arguments=arguments,
+                    idempotency_key=self._key(state, str(proposal.tool), arguments, planned),
+                    rationale=str(proposal.rationale),
+                    side_effect=tool.side_effect if tool else None,
+                )
+            )
+        return planned
+
+    def _key(
+        self,
+        state: LoopState,
+        tool: str,
+        arguments: dict[str, Any],
+        planned: list[PlannedAction],
+    ) -> str:
+        """Same call in the same run, same key; a fresh key only after a definite failure."""
+        base = derive_key(state.tenant_id, state.run_id, tool, arguments)
+        dead = (ActionStatus.ABANDONED, ActionStatus.DENIED, ActionStatus.ERROR)
+        attempt = 0
+        for earlier in (*state.actions, *planned):
+            if earlier.tool == tool and earlier.arguments == arguments and earlier.status in dead:
+                attempt += 1
+        return (
+            base
+            if attempt == 0
+            else derive_key(state.tenant_id, state.run_id, tool, arguments, attempt=attempt)
+        )
+
+    def _account(self, state: LoopState, plan: Plan) -> bool:
+        """Add the call's usage; True when a dollar budget meets an unpriced model."""
+        usage = state.usage
+        usage.input_tokens += plan.usage.input_tokens
+        usage.output_tokens += plan.usage.output_tokens
+        usage.model_calls += 1
+        cost = cost_of(
+            self.pricing,
+            plan.usage.model or self.price_model,
+            plan.usage.input_tokens,
+            plan.usage.output_tokens,
+        )
+        if cost is not None:
+            usage.dollars += cost
+        return cost is None and state.limits.max_dollars is not None
+
+    def _allowed(self, state: LoopState) -> frozenset[SideEffect]:
+        return frozenset(state.allowed_side_effects) & self.allowed_side_effects
+
+    async def _context_items(self, state: LoopState) -> list[ContextItem]:
+        items: list[ContextItem] = []
+        for source in self.context:
+            got = source.items(state)
+            if inspect.isawaitable(got):
+                got = await got
+            items.extend(got)
+        return items
+
+    def _tick(self, state: LoopState) -> None:
+        """Add the active time since the last tick; stopped time never reaches here."""
+        now = self.clock.monotonic()
+        state.usage.active_seconds += max(0.0, now - self._tick_at)
+        self._tick_at = now
+
+    def _load(self, tenant_id: str, run_id: str) -> LoopState:
+        state = self.checkpoints.load(tenant_id, run_id)
+        if state is None:
+            raise RunNotFoundError(run_id)
+        return state
+
+    def _save(self, state: LoopState) -> None:
+        self._tick(state)
+        state.seq += 1
+        state.updated_at = self.clock.now()
+        self.checkpoints.save(state)
+
+    def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
+        self.audit.append(
+            state.tenant_id,
+            actor=actor or f"agent:{state.agent_id}",
+            kind=kind,
+            body={"run_id": state.run_id, **body},
+        )
+
+    async def _stop(
+        self, state: LoopState, reason: StopReason, error: ErrorInfo | None = None
+    ) -> LoopResult:
+        state.stop_reason = reason
+        state.error = error
+        self._save(state)
+        self._audit(
+            state,
+            "run.stopped",
+            reason=reason.value,
+            seq=state.seq,
+            error=error.code if error else None,
+        )
+        return self._result(state, reason)
+
+    def _result(self, state: LoopState, reason: StopReason) -> LoopResult:
+        goal = reason is StopReason.GOAL_REACHED
+        return LoopResult(
+            state=state, stop_reason=reason, goal_reached=goal, resumable=is_resumable(reason)
+        )
+
+
+class VerificationLoop(Loop):
+    """A loop that can only read. Asking for more than READ is an error, not a warning."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        allowed = kwargs.pop("allowed_side_effects", None)
+        if allowed is not None and frozenset(allowed) - READ_ONLY:
+            raise ConfigurationError("a verification loop may only READ")
+        kwargs.pop("loop_type", None)
+        super().__init__(loop_type=LoopType.VERIFICATION, allowed_side_effects=READ_ONLY, **kwargs)

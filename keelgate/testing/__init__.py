@@ -1,0 +1,21 @@
+"""Test doubles and contract suites that users of Keelgate run against their own code."""
+
+from keelgate.testing._fakes import (
+    FrozenClock,
+    Ledger,
+    Quote,
+    ScriptedPlanner,
+    TradeOrder,
+    trading_tools,
+)
+from keelgate.loop._failpoints import Failpoints
+
+__all__ = [
+    "Failpoints",
+    "FrozenClock",
+    "Ledger",
+    "Quote",
+    "ScriptedPlanner",
+    "TradeOrder",
+    "trading_tools",
+]

@@ -1,0 +1,1 @@
+"""Contract suites: one per protocol, run against every implementation of it."""
