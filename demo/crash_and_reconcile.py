@@ -67,8 +67,11 @@ async def parent() -> None:
     HERE.mkdir(parents=True)
     loop, ledger, audit = build()
     result = await loop.run(
-        goal="buy 10 ACME", tenant_id=TENANT, agent_id="paper-trader",
-        as_of=datetime.now(UTC), run_id=RUN,
+        goal="buy 10 ACME",
+        tenant_id=TENANT,
+        agent_id="paper-trader",
+        as_of=datetime.now(UTC),
+        run_id=RUN,
     )
     order = result.state.action("1-2")
     assert order is not None

@@ -10,9 +10,7 @@ __all__ = ["canonical_bytes", "canonical_json"]
 
 def canonical_json(value: Any) -> str:
     """Sorted keys, no spaces, UTF-8 kept, no NaN: the same value always gives the same text."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -50,6 +50,7 @@ class World:
     script: Sequence[Plan | Callable[..., Plan]]
     clock: FrozenClock = field(default_factory=FrozenClock)
     policy: ApprovalPolicy | None = None
+    input_estimate: int | None = 1
     planner: ScriptedPlanner | None = None
     ledger: Ledger | None = None
     audit: SqliteAuditLog | None = None
@@ -65,7 +66,7 @@ class World:
         self.audit = SqliteAuditLog(self.root / "audit.sqlite3", clock=self.clock)
         self.checkpoints = SqliteCheckpointStore(self.root / "checkpoints.sqlite3")
         self.keys = SqliteIdempotencyStore(self.root / "keys.sqlite3")
-        self.planner = ScriptedPlanner(self.script)
+        self.planner = ScriptedPlanner(self.script, input_estimate=self.input_estimate)
         gateway = Gateway(
             trading_tools(self.ledger),
             grants=Grants({"trader": ["*"]}),
@@ -75,7 +76,9 @@ class World:
             clock=self.clock,
         )
         kwargs.setdefault("stop", StopConditions(max_iterations=10))
-        return Loop(planner=self.planner, gateway=gateway, checkpoints=self.checkpoints, clock=self.clock, **kwargs)
+        return Loop(
+            planner=self.planner, gateway=gateway, checkpoints=self.checkpoints, clock=self.clock, **kwargs
+        )
 
     async def start(self, loop: Loop, run_id: str = "run-1", **kwargs: Any) -> Any:
         """``run_or_resume`` with the scenario's identity."""

@@ -136,9 +136,7 @@ def _make_fast_encoder() -> Callable[[Any], str]:
             sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode
     # markers, default, encoder, indent, key_sep, item_sep, sort_keys, skipkeys, allow_nan
-    encoder = make(
-        None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False
-    )
+    encoder = make(None, _refuse, json.encoder.encode_basestring, None, ":", ",", True, False, False)
     join = "".join
 
     def encode(value: Any) -> str:
@@ -150,9 +148,7 @@ def _make_fast_encoder() -> Callable[[Any], str]:
 _encode = _make_fast_encoder()
 
 
-def fast_canonical(
-    tenant_id: str, seq: int, at: datetime, actor: str, kind: str, body: Any
-) -> bytes:
+def fast_canonical(tenant_id: str, seq: int, at: datetime, actor: str, kind: str, body: Any) -> bytes:
     """Same bytes as :meth:`AuditEvent.canonical`, without building a model."""
     return _encode(
         {

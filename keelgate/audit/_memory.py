@@ -24,9 +24,7 @@ class InMemoryAuditLog:
         self._lock = threading.Lock()
         self._chains: dict[str, list[AuditEvent]] = {}
 
-    def append(
-        self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]
-    ) -> AuditEvent:
+    def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event and return it as stored.
 
         Raises TypeError or ValueError, appending nothing, when ``body`` is not JSON.
@@ -49,9 +47,7 @@ class InMemoryAuditLog:
             chain.append(event)
             return event
 
-    def events(
-        self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> Iterator[AuditEvent]:
+    def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
         """The tenant's events after ``after_seq``, oldest first."""
         with self._lock:
             # A snapshot, so appends during iteration neither block nor disturb it.

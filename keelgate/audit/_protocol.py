@@ -26,15 +26,11 @@ class AuditLog(Protocol):
     - ``head`` is the last event of the tenant's chain, or None for an empty chain.
     """
 
-    def append(
-        self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]
-    ) -> AuditEvent:
+    def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event and return it as stored."""
         ...
 
-    def events(
-        self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> Iterator[AuditEvent]:
+    def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
         """The tenant's events after ``after_seq``, oldest first."""
         ...
 

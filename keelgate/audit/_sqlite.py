@@ -73,9 +73,7 @@ class SqliteAuditLog:
         with self._lock:
             self._write(lambda: self._conn.execute(_SCHEMA))
 
-    def append(
-        self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]
-    ) -> AuditEvent:
+    def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event, committed durably, and return it as stored.
 
         Raises TypeError or ValueError, appending nothing, when ``body`` is not JSON.
@@ -115,9 +113,7 @@ class SqliteAuditLog:
         with self._lock:
             return self._write(insert)
 
-    def events(
-        self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None
-    ) -> Iterator[AuditEvent]:
+    def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
         """The tenant's events after ``after_seq``, oldest first, fetched page by page."""
         cursor_seq = after_seq
         remaining = limit
@@ -141,8 +137,7 @@ class SqliteAuditLog:
         """The newest event of the tenant's chain."""
         with self._lock:
             row: _Row | None = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ?"
-                " ORDER BY seq DESC LIMIT 1",
+                f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1",
                 (tenant_id,),
             ).fetchone()
         return _event_from_row(row) if row is not None else None

@@ -85,9 +85,7 @@ def verify_chain(
         digest = sha256(prev_bytes)
         try:
             digest.update(
-                fast_canonical(
-                    event.tenant_id, event.seq, event.at, event.actor, event.kind, event.body
-                )
+                fast_canonical(event.tenant_id, event.seq, event.at, event.actor, event.kind, event.body)
             )
         except (TypeError, ValueError, AttributeError):
             # Fields a store could never have hashed (NaN, a non-time): not this hash.
@@ -110,8 +108,6 @@ def _broken(reason: str, bad_seq: int, expected: int, head_hash: str) -> ChainRe
     return ChainReport(False, expected - 1, expected - 1, head_hash, bad_seq, reason)
 
 
-def verify(
-    log: AuditLog, tenant_id: str, *, expect_head: tuple[int, str] | None = None
-) -> ChainReport:
+def verify(log: AuditLog, tenant_id: str, *, expect_head: tuple[int, str] | None = None) -> ChainReport:
     """:func:`verify_chain` over the whole of ``tenant_id``'s chain in ``log``."""
     return verify_chain(log.events(tenant_id), tenant_id=tenant_id, expect_head=expect_head)

@@ -144,8 +144,7 @@ class SqliteCheckpointStore:
         """The checkpoint with the highest seq, or None (also for another tenant's run)."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT state FROM checkpoints WHERE tenant_id = ? AND run_id = ?"
-                " ORDER BY seq DESC LIMIT 1",
+                "SELECT state FROM checkpoints WHERE tenant_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1",
                 (tenant_id, run_id),
             ).fetchone()
         return None if row is None else LoopState.from_json(row[0])
@@ -175,8 +174,7 @@ class SqliteCheckpointStore:
         """
         with self._lock:
             row = self._conn.execute(
-                "SELECT run_id FROM runs WHERE tenant_id = ? AND trace_id = ?"
-                " ORDER BY created DESC LIMIT 1",
+                "SELECT run_id FROM runs WHERE tenant_id = ? AND trace_id = ? ORDER BY created DESC LIMIT 1",
                 (tenant_id, trace_id),
             ).fetchone()
         return None if row is None else str(row[0])

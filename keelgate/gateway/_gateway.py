@@ -127,9 +127,7 @@ class Gateway:
                     required=requirement.approvers,
                     reason=requirement.reason,
                     requested_at=now,
-                    expires_at=now + requirement.expires_after
-                    if requirement.expires_after
-                    else None,
+                    expires_at=now + requirement.expires_after if requirement.expires_after else None,
                 )
                 self._audit(ctx, "approval.requested", action, required=approval.required)
             if approval.denied_by is not None:
@@ -155,9 +153,7 @@ class Gateway:
         if tool.side_effect is SideEffect.READ:
             outcome = await self._run_read(tool, arguments, ctx, action)
             return self._finish(ctx, action, outcome, approval)
-        return self._finish(
-            ctx, action, await self._run_once(tool, arguments, ctx, action), approval
-        )
+        return self._finish(ctx, action, await self._run_once(tool, arguments, ctx, action), approval)
 
     async def _run_read(
         self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
@@ -223,9 +219,7 @@ class Gateway:
             return _from_record(ClaimStatus(current.status.value), current)
         return outcome
 
-    async def _invoke(
-        self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
-    ) -> Any:
+    async def _invoke(self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction) -> Any:
         call = ToolCall(
             tenant_id=ctx.tenant_id,
             run_id=ctx.run_id,
@@ -248,9 +242,7 @@ class Gateway:
             return _error(ToolOutputNotJsonError(), at=self.clock.now())
         return ActionOutcome(status=ActionStatus.DONE, output=text, at=self.clock.now())
 
-    def _refuse(
-        self, ctx: CallContext, action: PlannedAction, error: KeelgateError
-    ) -> GatewayResult:
+    def _refuse(self, ctx: CallContext, action: PlannedAction, error: KeelgateError) -> GatewayResult:
         return self._finish(ctx, action, _error(error, at=self.clock.now()), action.approval)
 
     def _finish(

@@ -54,9 +54,7 @@ class ApprovalRequirement:
 class ApprovalPolicy(Protocol):
     """Decides which calls need people. Sees validated arguments; never sees tool output."""
 
-    def requirement(
-        self, *, agent_id: str, tool: Tool, arguments: BaseModel
-    ) -> ApprovalRequirement | None:
+    def requirement(self, *, agent_id: str, tool: Tool, arguments: BaseModel) -> ApprovalRequirement | None:
         """What approval the call needs, or None to run it without asking."""
         ...
 
@@ -64,9 +62,7 @@ class ApprovalPolicy(Protocol):
 class NoApproval:
     """Nothing needs approval."""
 
-    def requirement(
-        self, *, agent_id: str, tool: Tool, arguments: BaseModel
-    ) -> ApprovalRequirement | None:
+    def requirement(self, *, agent_id: str, tool: Tool, arguments: BaseModel) -> ApprovalRequirement | None:
         """Always None."""
         return None
 
@@ -96,9 +92,7 @@ class RequireApproval:
             expires_after=expires_after,
         )
 
-    def requirement(
-        self, *, agent_id: str, tool: Tool, arguments: BaseModel
-    ) -> ApprovalRequirement | None:
+    def requirement(self, *, agent_id: str, tool: Tool, arguments: BaseModel) -> ApprovalRequirement | None:
         """The configured requirement when the tool or its side effect is listed."""
         if tool.name in self._tools or tool.side_effect in self._side_effects:
             return self._requirement

@@ -83,7 +83,7 @@ def tool(
 
     def wrap(fn: ToolFn) -> Tool:
         return Tool(
-            name=name or getattr(fn, "__name__", "tool"),
+            name=name or str(getattr(fn, "__name__", "tool")),
             side_effect=side_effect,
             arguments=arguments,
             fn=fn,

@@ -79,11 +79,7 @@ class InMemoryIdempotencyStore:
         require_aware(now)
         with self._lock:
             existing = self._records.get((tenant_id, key))
-            if (
-                existing is None
-                or existing.status is not KeyStatus.IN_FLIGHT
-                or existing.owner != owner
-            ):
+            if existing is None or existing.status is not KeyStatus.IN_FLIGHT or existing.owner != owner:
                 raise KeyNotOwnedError(key)
             record = existing.model_copy(
                 update={"status": KeyStatus.COMPLETED, "outcome": outcome, "completed_at": now}

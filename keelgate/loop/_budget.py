@@ -51,9 +51,7 @@ class StopConditions:
 
     def to_limits(self) -> LoopLimits:
         """The serialisable part, kept in the checkpoint."""
-        timeout = (
-            self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else self.timeout
-        )
+        timeout = self.timeout.total_seconds() if isinstance(self.timeout, timedelta) else self.timeout
         return LoopLimits(
             max_iterations=self.max_iterations,
             max_tokens=self.max_tokens,
@@ -111,8 +109,7 @@ def precall_stop(
     if limits.max_iterations is not None and state.iteration >= limits.max_iterations:
         return StopReason.MAX_ITERATIONS
     if limits.max_tokens is not None and (
-        usage.tokens >= limits.max_tokens
-        or usage.tokens + estimated_input_tokens > limits.max_tokens
+        usage.tokens >= limits.max_tokens or usage.tokens + estimated_input_tokens > limits.max_tokens
     ):
         return StopReason.TOKEN_BUDGET
     if limits.max_dollars is not None:

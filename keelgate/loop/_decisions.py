@@ -28,7 +28,8 @@ from keelgate.gateway import SideEffect
 from keelgate.idempotency import KeyStatus
 
 if TYPE_CHECKING:
-    from keelgate.loop._loop import Loop
+    from keelgate._clock import Clock
+    from keelgate.gateway import Gateway
 
 __all__ = ["DecisionsMixin", "OutcomeConfirmer"]
 
@@ -51,8 +52,21 @@ class OutcomeConfirmer(Protocol):
 class DecisionsMixin:
     """Approve, deny and reconcile, for :class:`~keelgate.loop.Loop`."""
 
+    clock: Clock
+    gateway: Gateway
+    confirmer: OutcomeConfirmer | None
+
+    def _load(self, tenant_id: str, run_id: str) -> LoopState:
+        raise NotImplementedError
+
+    def _save(self, state: LoopState, *, active: bool = True) -> None:
+        raise NotImplementedError
+
+    def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
+        raise NotImplementedError
+
     async def approve(
-        self: Loop, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = ""
+        self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = ""
     ) -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree."""
         state, action = self._awaiting(tenant_id, run_id, action_id)
@@ -63,7 +77,7 @@ class DecisionsMixin:
         approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note))
         if approval.granted:
             action.outcome = ActionOutcome(status=ActionStatus.PENDING, at=self.clock.now())
-        self._save(state)
+        self._save(state, active=False)
         self._audit(
             state,
             "approval.decided",
@@ -77,9 +91,7 @@ class DecisionsMixin:
         )
         return state
 
-    async def deny(
-        self: Loop, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str
-    ) -> LoopState:
+    async def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
         """Deny the call; the planner sees the denial and ``note`` on the next step."""
         if not note.strip():
             raise NoteRequiredError()
@@ -91,7 +103,7 @@ class DecisionsMixin:
         action.outcome = ActionOutcome(
             status=ActionStatus.DENIED, code="approval_denied", detail=note, settled_by=by, at=now
         )
-        self._save(state)
+        self._save(state, active=False)
         self._audit(
             state,
             "approval.decided",
@@ -104,7 +116,7 @@ class DecisionsMixin:
         return state
 
     async def reconcile(
-        self: Loop,
+        self,
         tenant_id: str,
         run_id: str,
         action_id: str,
@@ -128,14 +140,12 @@ class DecisionsMixin:
                 raise AlreadyDecidedError(action.outcome.settled_by)
             raise NotReconcilableError(f"{action_id} is {action.status.value}")
         self._settle(state, action, executed=executed, by=by, source="human", note=note)
-        self._save(state)
+        self._save(state, active=False)
         return state
 
     # -- used by the loop -------------------------------------------------------
 
-    def _awaiting(
-        self: Loop, tenant_id: str, run_id: str, action_id: str
-    ) -> tuple[LoopState, PlannedAction]:
+    def _awaiting(self, tenant_id: str, run_id: str, action_id: str) -> tuple[LoopState, PlannedAction]:
         state = self._load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
@@ -152,14 +162,14 @@ class DecisionsMixin:
                 action.outcome = ActionOutcome(
                     status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now
                 )
-                self._save(state)
+                self._save(state, active=False)
                 self._audit(state, "approval.expired", action_id=action_id, tool=action.tool)
             raise ApprovalExpiredError(action_id)
         if action.status is not ActionStatus.AWAITING_APPROVAL:
             raise ApprovalError(action_id)
         return state, action
 
-    async def _recheck_unknown(self: Loop, state: LoopState, action: PlannedAction) -> bool:
+    async def _recheck_unknown(self, state: LoopState, action: PlannedAction) -> bool:
         """On resume: the key store's record first, then the confirmer. True when settled."""
         record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
         if record is not None and record.status is KeyStatus.COMPLETED:
@@ -179,14 +189,12 @@ class DecisionsMixin:
             return True
         return await self._confirm(state, action, save=True)
 
-    async def _confirm(self: Loop, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
+    async def _confirm(self, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
         """Ask the confirmer; only a definite True or False settles the action."""
         if self.confirmer is None:
             return False
         try:
-            answer: Any = self.confirmer.confirm(
-                action, tenant_id=state.tenant_id, run_id=state.run_id
-            )
+            answer: Any = self.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)
             if inspect.isawaitable(answer):
                 answer = await answer
         except Exception:  # an unsure confirmer leaves the decision to a person
@@ -200,7 +208,7 @@ class DecisionsMixin:
         return True
 
     def _settle(
-        self: Loop,
+        self,
         state: LoopState,
         action: PlannedAction,
         *,

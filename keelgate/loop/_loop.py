@@ -32,7 +32,7 @@ from keelgate.errors import (
 )
 from keelgate.gateway import ALL_SIDE_EFFECTS, READ_ONLY, Gateway, SideEffect
 from keelgate.gateway._gateway import CallContext
-from keelgate.idempotency import derive_key
+from keelgate.idempotency import KeyStatus, derive_key
 from keelgate.loop._budget import ModelPrice, StopConditions, cost_of, limit_reached, precall_stop
 from keelgate.loop._context import ContextItem, ContextSource, build_messages
 from keelgate.loop._decisions import DecisionsMixin, OutcomeConfirmer
@@ -219,9 +219,7 @@ class Loop(DecisionsMixin):
             tools=self.gateway.specs(state.agent_id, self._allowed(state)),
         )
         estimate = getattr(self.planner, "estimate_tokens", None)
-        estimated = (
-            int(estimate(request)) if callable(estimate) else request.estimated_input_tokens()
-        )
+        estimated = int(estimate(request)) if callable(estimate) else request.estimated_input_tokens()
         reason = precall_stop(
             state,
             estimated_input_tokens=estimated,
@@ -237,9 +235,7 @@ class Loop(DecisionsMixin):
             if not isinstance(plan, Plan):
                 raise PlannerError(type(plan).__name__)
         except KeelgateError as exc:
-            return await self._stop(
-                state, StopReason.ERROR, ErrorInfo(code=exc.code, detail=exc.detail)
-            )
+            return await self._stop(state, StopReason.ERROR, ErrorInfo(code=exc.code, detail=exc.detail))
         except Exception as exc:  # an untrusted planner failing is an outcome, not a crash
             return await self._stop(
                 state,
@@ -295,13 +291,13 @@ class Loop(DecisionsMixin):
             self.failpoints.hit("after_gateway_call")
             action.outcome = result.outcome
             action.approval = result.approval
-            if action.status is ActionStatus.UNKNOWN:
+            if action.outcome.status is ActionStatus.UNKNOWN:
                 await self._confirm(state, action, save=False)
             self._save(state)
             self.failpoints.hit("after_action_checkpoint")
-            if action.status is ActionStatus.UNKNOWN:
+            if action.outcome.status is ActionStatus.UNKNOWN:
                 return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
-            if action.status is ActionStatus.AWAITING_APPROVAL:
+            if action.outcome.status is ActionStatus.AWAITING_APPROVAL:
                 return await self._stop(state, StopReason.APPROVAL_PENDING)
         state.phase = Phase.OBSERVE
         self._save(state)
@@ -366,32 +362,26 @@ class Loop(DecisionsMixin):
                     iteration=state.iteration,
                     tool=str(proposal.tool),
                     arguments=arguments,
-                    idempotency_key=self._key(state, str(proposal.tool), arguments, planned),
+                    idempotency_key=self._key(state, str(proposal.tool), arguments),
                     rationale=str(proposal.rationale),
                     side_effect=tool.side_effect if tool else None,
                 )
             )
         return planned
 
-    def _key(
-        self,
-        state: LoopState,
-        tool: str,
-        arguments: dict[str, Any],
-        planned: list[PlannedAction],
-    ) -> str:
-        """Same call in the same run, same key; a fresh key only after a definite failure."""
-        base = derive_key(state.tenant_id, state.run_id, tool, arguments)
-        dead = (ActionStatus.ABANDONED, ActionStatus.DENIED, ActionStatus.ERROR)
+    def _key(self, state: LoopState, tool: str, arguments: dict[str, Any]) -> str:
+        """Same call in the same run, same key; a fresh key only once the old one was abandoned.
+
+        A completed key replays its result; an abandoned one (settled as not executed)
+        must never run again, so a deliberate re-plan of that call gets the next attempt.
+        """
         attempt = 0
-        for earlier in (*state.actions, *planned):
-            if earlier.tool == tool and earlier.arguments == arguments and earlier.status in dead:
-                attempt += 1
-        return (
-            base
-            if attempt == 0
-            else derive_key(state.tenant_id, state.run_id, tool, arguments, attempt=attempt)
-        )
+        while True:
+            key = derive_key(state.tenant_id, state.run_id, tool, arguments, attempt=attempt)
+            record = self.gateway.idempotency.get(state.tenant_id, key)
+            if record is None or record.status is not KeyStatus.ABANDONED:
+                return key
+            attempt += 1
 
     def _account(self, state: LoopState, plan: Plan) -> bool:
         """Add the call's usage; True when a dollar budget meets an unpriced model."""
@@ -433,8 +423,10 @@ class Loop(DecisionsMixin):
             raise RunNotFoundError(run_id)
         return state
 
-    def _save(self, state: LoopState) -> None:
-        self._tick(state)
+    def _save(self, state: LoopState, *, active: bool = True) -> None:
+        """Save a newer checkpoint; ``active=False`` for decisions made while stopped."""
+        if active:
+            self._tick(state)
         state.seq += 1
         state.updated_at = self.clock.now()
         self.checkpoints.save(state)
@@ -447,9 +439,7 @@ class Loop(DecisionsMixin):
             body={"run_id": state.run_id, **body},
         )
 
-    async def _stop(
-        self, state: LoopState, reason: StopReason, error: ErrorInfo | None = None
-    ) -> LoopResult:
+    async def _stop(self, state: LoopState, reason: StopReason, error: ErrorInfo | None = None) -> LoopResult:
         state.stop_reason = reason
         state.error = error
         self._save(state)
@@ -464,9 +454,7 @@ class Loop(DecisionsMixin):
 
     def _result(self, state: LoopState, reason: StopReason) -> LoopResult:
         goal = reason is StopReason.GOAL_REACHED
-        return LoopResult(
-            state=state, stop_reason=reason, goal_reached=goal, resumable=is_resumable(reason)
-        )
+        return LoopResult(state=state, stop_reason=reason, goal_reached=goal, resumable=is_resumable(reason))
 
 
 class VerificationLoop(Loop):

@@ -178,10 +178,7 @@ class GroundedAnswerVerifier:
                 flags.append("ungrounded_figure")
         if self._write_tools and _CLAIM.search(request.answer):
             claimed = not _NEGATION.search(request.answer)
-            done = any(
-                a.tool in self._write_tools and a.status is ActionStatus.DONE
-                for a in request.actions
-            )
+            done = any(a.tool in self._write_tools and a.status is ActionStatus.DONE for a in request.actions)
             if claimed and not done:
                 reasons.append("the answer claims a write that did not complete")
                 flags.append("unsupported_claim")

@@ -1,5 +1,6 @@
 """Test doubles and contract suites that users of Keelgate run against their own code."""
 
+from keelgate.loop._failpoints import Failpoints
 from keelgate.testing._fakes import (
     FrozenClock,
     Ledger,
@@ -8,7 +9,6 @@ from keelgate.testing._fakes import (
     TradeOrder,
     trading_tools,
 )
-from keelgate.loop._failpoints import Failpoints
 
 __all__ = [
     "Failpoints",

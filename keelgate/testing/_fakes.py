@@ -40,10 +40,22 @@ class ScriptedPlanner:
     ``calls`` counts planning calls, so a test can prove a resume did not re-plan.
     """
 
-    def __init__(self, script: Sequence[Plan | Callable[[PlanRequest], Plan]]) -> None:
+    def __init__(
+        self,
+        script: Sequence[Plan | Callable[[PlanRequest], Plan]],
+        *,
+        input_estimate: int | None = None,
+    ) -> None:
         self.script = list(script)
+        self.input_estimate = input_estimate
         self.calls = 0
         self.requests: list[PlanRequest] = []
+
+    def estimate_tokens(self, request: PlanRequest) -> int:
+        """The fixed ``input_estimate`` if given, else the request's own estimate."""
+        if self.input_estimate is not None:
+            return self.input_estimate
+        return request.estimated_input_tokens()
 
     def plan(self, request: PlanRequest) -> Plan:
         """The scripted plan for ``request.iteration``."""

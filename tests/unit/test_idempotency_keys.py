@@ -20,9 +20,7 @@ def test_key_has_prefix_and_is_hex() -> None:
 def test_key_is_stable_across_argument_order() -> None:
     """Arguments built in a different order, at any depth, give the same key."""
     reordered = {"ship": {"zip": "0150", "city": "Oslo"}, "qty": 2, "sku": "A-1"}
-    assert derive_key("t", "r", "place_order", ARGS) == derive_key(
-        "t", "r", "place_order", reordered
-    )
+    assert derive_key("t", "r", "place_order", ARGS) == derive_key("t", "r", "place_order", reordered)
 
 
 def test_key_is_deterministic_across_calls() -> None:

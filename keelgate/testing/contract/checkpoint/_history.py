@@ -32,9 +32,7 @@ class HistoryContract(StoreContractBase):
         """A run that was never saved has an empty history."""
         assert history_store.history(new_tenant(), new_run()) == []
 
-    def test_history_is_every_checkpoint_in_seq_order(
-        self, history_store: HistoryCheckpointStore
-    ) -> None:
+    def test_history_is_every_checkpoint_in_seq_order(self, history_store: HistoryCheckpointStore) -> None:
         """Saves of seq 1, 2, 5 and 9 come back as those four states, in that order."""
         tenant, run = new_tenant(), new_run()
         saved = [rich_state(tenant, run, seq) for seq in (1, 2, 5, 9)]
@@ -44,9 +42,7 @@ class HistoryContract(StoreContractBase):
         assert [s.seq for s in history] == [1, 2, 5, 9]
         assert [s.to_json() for s in history] == [s.to_json() for s in saved]
 
-    def test_history_ends_with_what_load_returns(
-        self, history_store: HistoryCheckpointStore
-    ) -> None:
+    def test_history_ends_with_what_load_returns(self, history_store: HistoryCheckpointStore) -> None:
         """The last checkpoint in the history is the state ``load`` returns."""
         tenant, run = new_tenant(), new_run()
         for seq in (1, 2, 3):

@@ -24,9 +24,7 @@ _RACERS = 16
 class ClaimContract(StoreContractBase):
     """``claim`` is atomic, reports what is stored, and never changes a record."""
 
-    def test_first_claim_is_claimed_with_owner_run_action_and_lease(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_first_claim_is_claimed_with_owner_run_action_and_lease(self, store: IdempotencyStore) -> None:
         """The first claim of a key returns CLAIMED and stores owner, run, action and lease."""
         key = new_key()
         status, record = claim(store, key, owner="w1", run_id="run-7", action_id="act-3")
@@ -40,15 +38,11 @@ class ClaimContract(StoreContractBase):
         assert (record.completed_at, record.outcome, record.settled_by) == (None, None, None)
         assert store.get(TENANT, key) == record
 
-    def test_second_claim_sees_in_flight_and_leaves_record_unchanged(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_second_claim_sees_in_flight_and_leaves_record_unchanged(self, store: IdempotencyStore) -> None:
         """A claim by another owner reports IN_FLIGHT with the first owner's record, unchanged."""
         key = new_key()
         _, first = claim(store, key, owner="w1")
-        status, seen = claim(
-            store, key, owner="w2", run_id="run-2", action_id="act-2", now=later(60)
-        )
+        status, seen = claim(store, key, owner="w2", run_id="run-2", action_id="act-2", now=later(60))
         assert status is ClaimStatus.IN_FLIGHT
         assert seen == first
         assert store.get(TENANT, key) == first
@@ -61,9 +55,7 @@ class ClaimContract(StoreContractBase):
         assert status is ClaimStatus.IN_FLIGHT
         assert seen == first
 
-    def test_claim_after_complete_reports_completed_with_outcome(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_claim_after_complete_reports_completed_with_outcome(self, store: IdempotencyStore) -> None:
         """A claim of a completed key returns COMPLETED and the stored outcome to replay."""
         key = new_key()
         claim(store, key, owner="w1")
@@ -92,9 +84,7 @@ class ClaimContract(StoreContractBase):
         assert status is ClaimStatus.COMPLETED
         assert seen.outcome == '{"n":1}'
 
-    def test_racing_claims_through_two_handles_have_one_winner(
-        self, make_store: StoreFactory
-    ) -> None:
+    def test_racing_claims_through_two_handles_have_one_winner(self, make_store: StoreFactory) -> None:
         """16 threads claiming one key through two handles: exactly one gets CLAIMED."""
         handles = [make_store(), make_store()]
         key = new_key()

@@ -36,9 +36,7 @@ class CompleteContract(StoreContractBase):
         )
         assert store.get(TENANT, key) == done
 
-    def test_complete_by_wrong_owner_raises_and_changes_nothing(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_complete_by_wrong_owner_raises_and_changes_nothing(self, store: IdempotencyStore) -> None:
         """Another owner's complete raises KeyNotOwnedError and leaves the key in flight."""
         key = new_key()
         _, claimed = claim(store, key, owner="w1")
@@ -55,9 +53,7 @@ class CompleteContract(StoreContractBase):
             store.complete(TENANT, key, owner="w1", outcome='{"n":2}', now=later(2))
         assert store.get(TENANT, key) == done
 
-    def test_complete_after_settle_raises_and_keeps_settlement(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_complete_after_settle_raises_and_keeps_settlement(self, store: IdempotencyStore) -> None:
         """A fenced-off owner reporting after a settlement raises and cannot overwrite it."""
         key = new_key()
         claim(store, key, owner="w1")

@@ -52,9 +52,7 @@ class GetContract(StoreContractBase):
         claim(first, completed, owner="w1")
         done = first.complete(TENANT, completed, owner="w1", outcome='{"x":1}', now=later(1))
         claim(first, abandoned, owner="w1")
-        gave_up = first.settle(
-            TENANT, abandoned, executed=False, by="alice", outcome=None, now=later(2)
-        )
+        gave_up = first.settle(TENANT, abandoned, executed=False, by="alice", outcome=None, now=later(2))
         reopened = make_store()
         assert reopened.get(TENANT, in_flight) == claimed
         assert reopened.get(TENANT, completed) == done

@@ -26,16 +26,12 @@ class SettleContract(StoreContractBase):
         """settle(executed=True) makes the key COMPLETED with the outcome and who settled it."""
         key = new_key()
         _, claimed = claim(store, key, owner="w1")
-        settled = store.settle(
-            TENANT, key, executed=True, by="alice", outcome='{"ref":"A-1"}', now=later(9)
-        )
+        settled = store.settle(TENANT, key, executed=True, by="alice", outcome='{"ref":"A-1"}', now=later(9))
         assert settled.status is KeyStatus.COMPLETED
         assert settled.outcome == '{"ref":"A-1"}'
         assert settled.settled_by == "alice"
         assert settled.completed_at == later(9)
-        assert settled.model_dump(include=_CLAIM_FIELDS) == claimed.model_dump(
-            include=_CLAIM_FIELDS
-        )
+        assert settled.model_dump(include=_CLAIM_FIELDS) == claimed.model_dump(include=_CLAIM_FIELDS)
         assert store.get(TENANT, key) == settled
 
     def test_settle_not_executed_abandons(self, store: IdempotencyStore) -> None:
@@ -46,14 +42,10 @@ class SettleContract(StoreContractBase):
         assert settled.status is KeyStatus.ABANDONED
         assert settled.settled_by == "bob"
         assert settled.outcome is None
-        assert settled.model_dump(include=_CLAIM_FIELDS) == claimed.model_dump(
-            include=_CLAIM_FIELDS
-        )
+        assert settled.model_dump(include=_CLAIM_FIELDS) == claimed.model_dump(include=_CLAIM_FIELDS)
         assert store.get(TENANT, key) == settled
 
-    def test_settle_of_completed_key_raises_and_changes_nothing(
-        self, store: IdempotencyStore
-    ) -> None:
+    def test_settle_of_completed_key_raises_and_changes_nothing(self, store: IdempotencyStore) -> None:
         """A key the owner already completed cannot be settled; its outcome stays."""
         key = new_key()
         claim(store, key, owner="w1")
