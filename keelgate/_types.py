@@ -54,6 +54,8 @@ class StopReason(StrEnum):
     VERIFIER_REJECTED = "verifier_rejected"
     OUTCOME_UNKNOWN = "outcome_unknown"
     APPROVAL_PENDING = "approval_pending"
+    INTERRUPTED = "interrupted"
+    """The host asked the loop to stop at the next phase boundary (a worker's SIGTERM)."""
     ERROR = "error"
 
     @property

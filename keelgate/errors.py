@@ -16,6 +16,7 @@ its code and detail, and :func:`error_from_code` turns it back into the same cla
             ├── StoreError                     store_error
             │   ├── StaleCheckpointError       stale_checkpoint
             │   ├── KeyNotOwnedError           key_not_owned
+            │   ├── LeaseLostError             lease_lost
             │   └── ChainBrokenError           audit_chain_broken
             ├── RunError
             │   ├── RunExistsError             run_exists
@@ -64,6 +65,7 @@ __all__ = [
     "InvalidArgumentsError",
     "KeelgateError",
     "KeyNotOwnedError",
+    "LeaseLostError",
     "NotReconcilableError",
     "NotReplayableError",
     "NoteRequiredError",
@@ -141,6 +143,13 @@ class KeyNotOwnedError(StoreError):
 
     code = "key_not_owned"
     message = "The idempotency key is not held by this owner."
+
+
+class LeaseLostError(StoreError):
+    """Another worker took over the run: this one's writes are fenced off."""
+
+    code = "lease_lost"
+    message = "The run's lease was taken over by another worker; this write was refused."
 
 
 class ChainBrokenError(StoreError):

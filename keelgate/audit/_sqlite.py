@@ -147,6 +147,12 @@ class SqliteAuditLog:
         with self._lock:
             self._conn.close()
 
+    def __enter__(self) -> SqliteAuditLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _write(self, work: Callable[[], _T]) -> _T:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; the caller holds ``_lock``."""
         # IMMEDIATE takes the file's write lock now (waiting up to the busy timeout),

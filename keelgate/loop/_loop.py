@@ -14,7 +14,7 @@ import inspect
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -81,6 +81,7 @@ class Loop(DecisionsMixin):
         clock: Clock | None = None,
         failpoints: Failpoints | None = None,
         owner: str | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> None:
         self.planner = planner
         self.gateway = gateway
@@ -99,6 +100,8 @@ class Loop(DecisionsMixin):
         self.clock: Clock = clock or gateway.clock or SystemClock()
         self.failpoints = failpoints or Failpoints.from_env() or Failpoints()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.should_stop = should_stop
+        """Asked at every phase boundary; True stops the run there, resumable (INTERRUPTED)."""
         self._tick_at = 0.0
 
     # -- public API ---------------------------------------------------------------
@@ -193,6 +196,8 @@ class Loop(DecisionsMixin):
             if state.phase is Phase.DONE:
                 return await self._stop(state, StopReason.GOAL_REACHED)
             reason = limit_reached(state)
+            if reason is None and self.should_stop is not None and self.should_stop():
+                reason = StopReason.INTERRUPTED
             if reason is not None:
                 return await self._stop(state, reason)
             if state.phase is Phase.PLAN:

@@ -12,8 +12,8 @@ __all__ = ["LoopOutcome", "LoopResult", "is_resumable"]
 
 
 def is_resumable(reason: StopReason) -> bool:
-    """A budget stop or a transient error can continue now; a goal or a human wait cannot."""
-    return reason.is_budget or reason is StopReason.ERROR
+    """A budget stop, an interruption or an error can continue now; a goal or a human wait cannot."""
+    return reason.is_budget or reason in (StopReason.ERROR, StopReason.INTERRUPTED)
 
 
 @dataclass(frozen=True)

@@ -39,16 +39,18 @@ from keelgate.testing import Ledger
 from tests.conftest import World, act, answer, buy, quote
 
 __all__ = [
+    "CLEAN_RUN_TRACE",
     "CLEAN_RUN_WINDOWS",
     "ORDERS",
     "RUN",
     "SCRIPT",
     "TENANT",
     "TESTER",
+    "TOOLS",
     "TOOL_CRASH_ENV",
     "Crash",
-    "assert_invariants",
     "approve_waiting",
+    "assert_invariants",
     "make_world",
     "matrix",
     "open_loop",
@@ -83,15 +85,18 @@ ORDERS: tuple[dict[str, Any], ...] = (
 TOOLS = ("get_quote", "place_order", "place_order", "get_quote", "place_order")
 """The tools of every planned action of the script, in order."""
 
-CLEAN_RUN_WINDOWS: Mapping[str, int] = {
-    "after_plan": 6,
-    "before_action": 5,
-    "after_gateway_call": 5,
-    "after_action_checkpoint": 5,
-    "after_observe": 3,
-    "after_verify": 3,
-}
-"""How often one uninterrupted run reaches each window."""
+_ACTION = ("before_action", "after_gateway_call", "after_action_checkpoint")
+
+CLEAN_RUN_TRACE: tuple[str, ...] = (
+    *("after_plan", *_ACTION, *_ACTION, "after_observe"),  # quote ACME, buy 10 ACME
+    *("after_plan", *_ACTION, "after_observe"),  # buy 5 BETA
+    *("after_plan", *_ACTION, *_ACTION, "after_observe"),  # quote BETA, sell 3 ACME
+    *("after_plan", "after_verify") * 3,  # draft 1 (revise), draft 2 (revise), final (accept)
+)
+"""The windows one uninterrupted run reaches, in order."""
+
+CLEAN_RUN_WINDOWS: Mapping[str, int] = Counter(CLEAN_RUN_TRACE)
+"""How often one uninterrupted run reaches each window: every one at least three times."""
 
 OCCURRENCES = (1, 2, 3)
 
@@ -164,15 +169,19 @@ def open_loop(
     *,
     crash: Crash | None = None,
     mode: Literal["raise", "exit"] = "raise",
+    failpoints: Failpoints | None = None,
     failpoints_from_env: bool = False,
 ) -> Loop:
     """A fresh process's loop over the world's files, armed with ``crash`` if given.
 
-    Without ``failpoints_from_env`` the loop gets explicit failpoints, so a
-    ``KEELGATE_FAILPOINT`` in the test runner's environment cannot leak in.
+    ``failpoints`` replaces the crash's own. Without ``failpoints_from_env`` the loop
+    always gets explicit failpoints, so a ``KEELGATE_FAILPOINT`` in the test runner's
+    environment cannot leak in.
     """
     kwargs: dict[str, Any] = {"verifier": CallableVerifier(judge), "stop": STOP}
-    if not failpoints_from_env:
+    if failpoints is not None:
+        kwargs["failpoints"] = failpoints
+    elif not failpoints_from_env:
         kwargs["failpoints"] = crash.failpoints(mode) if crash else Failpoints()
     loop = world.loop(**kwargs)
     if crash is not None and crash.in_tool:

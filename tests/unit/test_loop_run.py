@@ -169,3 +169,19 @@ def test_a_plan_with_both_actions_and_an_answer_is_refused():
         Plan(actions=[ProposedAction("get_quote", {"symbol": "A"})], final_answer="x")
     with pytest.raises(PlannerError):
         Plan()
+
+
+async def test_should_stop_interrupts_at_the_next_phase_boundary_and_resume_continues(world):
+    """A host's stop request (SIGTERM) ends the run resumable after a checkpoint, losing nothing."""
+    asked = []
+    w = world([act(quote(), buy()), answer("done")])
+
+    def stop_after_plan() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    result = await w.start(w.loop(should_stop=stop_after_plan))
+    assert result.stop_reason is StopReason.INTERRUPTED and result.resumable
+    assert result.state.phase is Phase.ACT and w.ledger.count() == 0
+    result = await w.start(w.loop())
+    assert result.goal_reached and w.ledger.count() == 1

@@ -1,0 +1,75 @@
+"""The inbox: one row per action that waits for a person.
+
+Rows are projected from checkpoints in the same transaction that saves them, and a
+decision is a conditional update on the row (``WHERE status = 'pending'``), so of two
+people deciding at once exactly one takes effect.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ApprovalStatus(models.TextChoices):
+    """Where an approval stands."""
+
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    DENIED = "denied", "Denied"
+    EXPIRED = "expired", "Expired"
+
+
+class Approval(models.Model):
+    """A proposed call that waits for one or more approvers."""
+
+    tenant_id = models.CharField(max_length=63)
+    run_id = models.CharField(max_length=128)
+    action_id = models.CharField(max_length=64)
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    arguments = models.TextField()
+    """The proposed arguments as JSON text. Untrusted: always rendered escaped."""
+    reason = models.TextField(blank=True)
+    required = models.IntegerField(default=1)
+    votes = models.JSONField(default=list)
+    """Approvals so far: ``[{"by": ..., "at": ..., "note": ...}]``."""
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    requested_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=150, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "run_id", "action_id"], name="approval_per_action")
+        ]
+        indexes = [
+            models.Index(fields=["tenant_id", "status", "-requested_at"], name="approval_inbox"),
+            models.Index(fields=["status", "expires_at"], name="approval_expiry"),
+        ]
+
+
+class UnknownOutcome(models.Model):
+    """A side-effecting call whose outcome nobody knows: a person must reconcile it."""
+
+    tenant_id = models.CharField(max_length=63)
+    run_id = models.CharField(max_length=128)
+    action_id = models.CharField(max_length=64)
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    arguments = models.TextField()
+    idempotency_key = models.CharField(max_length=128)
+    code = models.CharField(max_length=64, blank=True)
+    detected_at = models.DateTimeField()
+    settled = models.BooleanField(default=False)
+    settled_by = models.CharField(max_length=150, blank=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+    executed = models.BooleanField(null=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "run_id", "action_id"], name="unknown_per_action")
+        ]
+        indexes = [models.Index(fields=["tenant_id", "settled", "-detected_at"], name="unknown_inbox")]

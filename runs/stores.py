@@ -1,0 +1,212 @@
+"""The engine's checkpoint and idempotency stores on the Django ORM.
+
+They pass the same contract suites as the engine's own stores (``keelgate.testing``),
+on SQLite and PostgreSQL, and hold the same JSON, so a run can move between them.
+Saving a checkpoint also updates the ``Run`` projection and the inbox in the same
+transaction, so a list or an inbox can never disagree with the checkpoint.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+
+from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
+from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
+from keelgate.loop import LoopState
+from runs.fencing import Fence, check_fence
+from runs.models import Checkpoint, IdempotencyRecord as KeyRow
+from runs.models import Run
+
+
+class DjangoCheckpointStore:
+    """Checkpoints in the database; keeps every one, so history is available."""
+
+    def __init__(self, *, fence: Fence | None = None) -> None:
+        self.fence = fence
+
+    def save(self, state: LoopState) -> None:
+        """Insert a newer checkpoint and project it; refuse one that is not newer."""
+        text = state.to_json()
+        with transaction.atomic():
+            check_fence(self.fence)
+            latest = (
+                Checkpoint.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id)
+                .order_by("-seq")
+                .values_list("seq", flat=True)
+                .first()
+            )
+            if latest is not None and latest >= state.seq:
+                raise StaleCheckpointError(f"{state.run_id} seq {state.seq} <= {latest}")
+            try:
+                with transaction.atomic():
+                    Checkpoint.objects.create(
+                        tenant_id=state.tenant_id,
+                        run_id=state.run_id,
+                        seq=state.seq,
+                        phase=state.phase.value,
+                        trace_id=state.trace_id,
+                        state=text,
+                    )
+            except IntegrityError as exc:  # a concurrent writer inserted this seq first
+                raise StaleCheckpointError(f"{state.run_id} seq {state.seq}") from exc
+            _project(state)
+
+    def load(self, tenant_id: str, run_id: str) -> LoopState | None:
+        """The newest checkpoint of the run in this tenant, or None."""
+        text = (
+            Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id)
+            .order_by("-seq")
+            .values_list("state", flat=True)
+            .first()
+        )
+        return None if text is None else LoopState.from_json(text)
+
+    def runs(self, tenant_id: str) -> list[str]:
+        """The tenant's run ids, oldest first."""
+        first_saves = (
+            Checkpoint.objects.filter(tenant_id=tenant_id, seq=1)
+            .order_by("id")
+            .values_list("run_id", flat=True)
+        )
+        seen = list(dict.fromkeys(first_saves))
+        others = (
+            Checkpoint.objects.filter(tenant_id=tenant_id)
+            .exclude(run_id__in=seen)
+            .order_by("id")
+            .values_list("run_id", flat=True)
+        )
+        return seen + [r for r in dict.fromkeys(others)]
+
+    def history(self, tenant_id: str, run_id: str) -> list[LoopState]:
+        """Every checkpoint of the run, oldest first."""
+        rows = Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id).order_by("seq")
+        return [LoopState.from_json(text) for text in rows.values_list("state", flat=True)]
+
+    def find_by_trace(self, tenant_id: str, trace_id: str) -> str | None:
+        """The run id whose checkpoints carry ``trace_id``, within one tenant."""
+        return (
+            Checkpoint.objects.filter(tenant_id=tenant_id, trace_id=trace_id)
+            .order_by("-id")
+            .values_list("run_id", flat=True)
+            .first()
+        )
+
+
+def _project(state: LoopState) -> None:
+    """Keep the Run row and the inbox in step with the checkpoint just saved."""
+    from approvals.projection import sync_inbox
+
+    Run.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id).update(
+        phase=state.phase.value,
+        stop_reason=state.stop_reason.value if state.stop_reason else "",
+        error_code=state.error.code if state.error else "",
+        usage=state.usage.model_dump(),
+        limits=state.limits.model_dump(),
+        iteration=state.iteration,
+        seq=state.seq,
+        trace_id=state.trace_id,
+    )
+    sync_inbox(state)
+
+
+class DjangoIdempotencyStore:
+    """Idempotency keys in the database, with the claim fenced by the worker's lease."""
+
+    def __init__(self, *, fence: Fence | None = None) -> None:
+        self.fence = fence
+
+    def claim(
+        self,
+        tenant_id: str,
+        key: str,
+        *,
+        owner: str,
+        run_id: str,
+        action_id: str,
+        now: datetime,
+        lease_seconds: float,
+    ) -> tuple[ClaimStatus, IdempotencyRecord]:
+        """Insert the key if new (one winner, by the unique constraint); else report it."""
+        _aware(now)
+        with transaction.atomic():
+            check_fence(self.fence)
+            try:
+                with transaction.atomic():
+                    row = KeyRow.objects.create(
+                        tenant_id=tenant_id,
+                        key=key,
+                        status=KeyStatus.IN_FLIGHT.value,
+                        owner=owner,
+                        run_id=run_id,
+                        action_id=action_id,
+                        claimed_at=now,
+                        lease_expires_at=now + timedelta(seconds=lease_seconds),
+                    )
+                return ClaimStatus.CLAIMED, _record(row)
+            except IntegrityError:
+                pass
+        row = KeyRow.objects.get(tenant_id=tenant_id, key=key)
+        return ClaimStatus(row.status), _record(row)
+
+    def complete(
+        self, tenant_id: str, key: str, *, owner: str, outcome: str, now: datetime
+    ) -> IdempotencyRecord:
+        """Store the outcome if ``owner`` still holds the key in flight."""
+        _aware(now)
+        with transaction.atomic():
+            check_fence(self.fence)
+            updated = KeyRow.objects.filter(
+                tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value, owner=owner
+            ).update(status=KeyStatus.COMPLETED.value, outcome=outcome, completed_at=now)
+            if updated != 1:
+                raise KeyNotOwnedError(key)
+            return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+
+    def settle(
+        self,
+        tenant_id: str,
+        key: str,
+        *,
+        executed: bool,
+        by: str,
+        outcome: str | None,
+        now: datetime,
+    ) -> IdempotencyRecord:
+        """Settle an in-flight key as completed or abandoned (the reconcile path)."""
+        _aware(now)
+        status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
+        with transaction.atomic():
+            updated = KeyRow.objects.filter(
+                tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value
+            ).update(status=status.value, outcome=outcome, completed_at=now, settled_by=by)
+            if updated != 1:
+                raise KeyNotOwnedError(key)
+            return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+
+    def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        """The record, or None."""
+        row = KeyRow.objects.filter(tenant_id=tenant_id, key=key).first()
+        return None if row is None else _record(row)
+
+
+def _aware(now: datetime) -> None:
+    if now.tzinfo is None:
+        raise ValueError("idempotency times must be timezone-aware")
+
+
+def _record(row: KeyRow) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        tenant_id=row.tenant_id,
+        key=row.key,
+        status=KeyStatus(row.status),
+        owner=row.owner,
+        run_id=row.run_id,
+        action_id=row.action_id,
+        claimed_at=row.claimed_at,
+        lease_expires_at=row.lease_expires_at,
+        completed_at=row.completed_at,
+        outcome=row.outcome,
+        settled_by=row.settled_by,
+    )

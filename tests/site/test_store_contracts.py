@@ -1,0 +1,35 @@
+"""The Django stores run the engine's contract suites unchanged, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.store import DjangoAuditLog
+from keelgate.testing.contract.audit import AuditLogContract
+from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract
+from keelgate.testing.contract.idempotency import IdempotencyStoreContract
+from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+
+
+class TestDjangoCheckpointStore(HistoryCheckpointStoreContract):
+    """Checkpoints in the ORM."""
+
+    @pytest.fixture
+    def make_store(self, transactional_db):
+        return DjangoCheckpointStore
+
+
+class TestDjangoIdempotencyStore(IdempotencyStoreContract):
+    """Idempotency keys in the ORM."""
+
+    @pytest.fixture
+    def make_store(self, transactional_db):
+        return DjangoIdempotencyStore
+
+
+class TestDjangoAuditLog(AuditLogContract):
+    """The audit chain in the ORM."""
+
+    @pytest.fixture
+    def make_log(self, transactional_db):
+        return DjangoAuditLog
