@@ -77,7 +77,7 @@ async def parent() -> None:
     assert order is not None
     say("plan", f"the agent planned get_quote and place_order; the run stopped: {result.stop_reason}")
     say("inbox", f"place_order {order.arguments} waits for approval (key {order.idempotency_key})")
-    await loop.approve(TENANT, RUN, "1-2", by="alice", note="within limits")
+    loop.approve(TENANT, RUN, "1-2", by="alice", note="within limits")
     say("approve", "alice approved it; a worker process resumes the run...")
 
     child = subprocess.run([sys.executable, __file__, "--child"], check=False)

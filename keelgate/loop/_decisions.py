@@ -65,10 +65,13 @@ class DecisionsMixin:
     def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
         raise NotImplementedError
 
-    async def approve(
-        self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = ""
-    ) -> LoopState:
-        """Record one person's approval; the call runs on resume once enough people agree."""
+    def approve(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = "") -> LoopState:
+        """Record one person's approval; the call runs on resume once enough people agree.
+
+        Synchronous, like :meth:`deny` and :meth:`reconcile_now`: a decision is one
+        load, one change and one save, and web handlers call it inside their own
+        database transaction.
+        """
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None  # _awaiting guarantees it
@@ -91,7 +94,7 @@ class DecisionsMixin:
         )
         return state
 
-    async def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
+    def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
         """Deny the call; the planner sees the denial and ``note`` on the next step."""
         if not note.strip():
             raise NoteRequiredError()
@@ -131,6 +134,19 @@ class DecisionsMixin:
         the action is never run again. If it must be attempted afresh, plan a new action
         with a new idempotency key.
         """
+        return self.reconcile_now(tenant_id, run_id, action_id, executed=executed, by=by, note=note)
+
+    def reconcile_now(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        executed: bool,
+        by: str,
+        note: str = "",
+    ) -> LoopState:
+        """:meth:`reconcile`, synchronously (for callers inside a database transaction)."""
         state = self._load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
@@ -144,6 +160,16 @@ class DecisionsMixin:
         return state
 
     # -- used by the loop -------------------------------------------------------
+
+    def expire_approval(self, tenant_id: str, run_id: str, action_id: str) -> bool:
+        """Deny an approval whose time ran out (fail closed). True if it was expired now."""
+        try:
+            self._awaiting(tenant_id, run_id, action_id)
+        except ApprovalExpiredError:
+            return True
+        except ApprovalError:
+            return False
+        return False
 
     def _awaiting(self, tenant_id: str, run_id: str, action_id: str) -> tuple[LoopState, PlannedAction]:
         state = self._load(tenant_id, run_id)

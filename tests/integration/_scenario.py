@@ -206,7 +206,7 @@ async def approve_waiting(loop: Loop, state: LoopState) -> list[str]:
     approved = []
     for action in state.actions:
         if action.status is ActionStatus.AWAITING_APPROVAL:
-            await loop.approve(TENANT, RUN, action.action_id, by=TESTER)
+            loop.approve(TENANT, RUN, action.action_id, by=TESTER)
             approved.append(action.action_id)
     return approved
 

@@ -34,8 +34,12 @@ crashes = st.builds(
 )
 
 
-async def _restarts(root: str, sequence: list[Crash]) -> list[CrashFailpoint]:
-    """Apply each crash in its own restart; return the crashes that actually fired."""
+async def _restarts(root: str, sequence: list[Crash], impatient: bool) -> list[CrashFailpoint]:
+    """Apply each crash in its own restart; return the crashes that actually fired.
+
+    ``impatient``: on an unknown outcome, first restart once more without settling it,
+    which must stop on the same unknown again without running anything.
+    """
     world = make_world(root)
     fired: list[CrashFailpoint] = []
     try:
@@ -50,6 +54,16 @@ async def _restarts(root: str, sequence: list[Crash]) -> list[CrashFailpoint]:
                 if result.stop_reason is not StopReason.OUTCOME_UNKNOWN:
                     break
                 assert world.ledger is not None
+                if impatient:
+                    # Another process over the same files, while this one stays open.
+                    rows = world.ledger.count()
+                    other = make_world(root)
+                    try:
+                        again = await other.start(open_loop(other))
+                    finally:
+                        other.close()
+                    assert again.stop_reason is StopReason.OUTCOME_UNKNOWN
+                    assert world.ledger.count() == rows
                 await reconcile_unknowns(loop, world.ledger, result.state)
             else:
                 raise AssertionError(f"restart armed with {crash} did not settle")
@@ -70,12 +84,12 @@ async def _restarts(root: str, sequence: list[Crash]) -> list[CrashFailpoint]:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(sequence=st.lists(crashes, min_size=1, max_size=3))
+@given(sequence=st.lists(crashes, min_size=1, max_size=3), impatient=st.booleans())
 def test_any_sequence_of_up_to_three_crashes_leaves_every_write_once_or_abandoned(
-    sequence: list[Crash],
+    sequence: list[Crash], impatient: bool
 ) -> None:
     """Up to three crashes across restarts, then recovery: each order ran once, or never and abandoned."""
     # Function-scoped fixtures are shared by every example, so each gets its own folder.
     with tempfile.TemporaryDirectory(prefix="keelgate-crash-") as root:
-        fired = asyncio.run(_restarts(root, sequence))
+        fired = asyncio.run(_restarts(root, sequence, impatient))
     assert fired, f"the first crash of {[str(c) for c in sequence]} never fired"

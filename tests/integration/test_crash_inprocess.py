@@ -136,3 +136,30 @@ async def test_after_a_crash_and_recovery_every_write_took_effect_once_or_was_ab
             assert result.state.actions[crash.occurrence - 1].outcome.replayed
     finally:
         world.close()
+
+
+@pytest.mark.parametrize("crash", [c for c in matrix() if c.in_tool], ids=str)
+async def test_an_unknown_outcome_is_never_retried_by_resuming_without_a_human(
+    tmp_path: Path, crash: Crash
+) -> None:
+    """After a death inside the tool, every resume stops on outcome_unknown and adds no row until settled."""
+    world = make_world(tmp_path)
+    try:
+        with pytest.raises(CrashFailpoint):
+            await world.start(open_loop(world, crash=crash))
+        assert world.ledger is not None
+        rows = world.ledger.count()
+        for _ in range(3):  # the first resume meets the in-flight key, later ones the saved unknown
+            result = await world.start(open_loop(world))
+            assert result.stop_reason is StopReason.OUTCOME_UNKNOWN
+            assert world.ledger.count() == rows
+            order = [a for a in result.state.actions if a.tool == "place_order"][crash.occurrence - 1]
+            assert order.status is ActionStatus.UNKNOWN
+        result = await recover(world)
+        assert result.goal_reached
+        expected = ["done", "done", "done"]
+        if crash.side == "before":
+            expected[crash.occurrence - 1] = "abandoned"
+        assert assert_invariants(world) == tuple(expected)
+    finally:
+        world.close()

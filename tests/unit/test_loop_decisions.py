@@ -42,7 +42,7 @@ async def test_an_approved_write_runs_once_with_the_saved_arguments(world):
     w = world([act(buy()), answer("done")], policy=approvals())
     loop = w.loop()
     await w.start(loop)
-    await loop.approve("t1", "run-1", "1-1", by="alice", note="ok")
+    loop.approve("t1", "run-1", "1-1", by="alice", note="ok")
     result = await w.start(w.loop())
     assert result.goal_reached and w.ledger.count() == 1
     decided = [e for e in w.audit.events("t1") if e.kind == "approval.decided"]
@@ -54,7 +54,7 @@ async def test_a_denial_is_recorded_and_the_planner_sees_it(world):
     w = world([act(buy()), answer("could not buy")], policy=approvals())
     loop = w.loop()
     await w.start(loop)
-    await loop.deny("t1", "run-1", "1-1", by="bob", note="too large for today")
+    loop.deny("t1", "run-1", "1-1", by="bob", note="too large for today")
     result = await w.start(w.loop())
     assert result.goal_reached and w.ledger.count() == 0
     order = result.state.action("1-1")
@@ -68,7 +68,7 @@ async def test_a_denial_needs_a_reason(world):
     loop = w.loop()
     await w.start(loop)
     with pytest.raises(NoteRequiredError):
-        await loop.deny("t1", "run-1", "1-1", by="bob", note="  ")
+        loop.deny("t1", "run-1", "1-1", by="bob", note="  ")
     assert w.checkpoints.load("t1", "run-1").action("1-1").status is ActionStatus.AWAITING_APPROVAL
 
 
@@ -77,13 +77,13 @@ async def test_four_eyes_needs_two_distinct_approvers(world):
     w = world([act(buy()), answer("done")], policy=approvals(approvers=2))
     loop = w.loop()
     await w.start(loop)
-    await loop.approve("t1", "run-1", "1-1", by="alice")
+    loop.approve("t1", "run-1", "1-1", by="alice")
     with pytest.raises(DuplicateApproverError):
-        await loop.approve("t1", "run-1", "1-1", by="alice")
+        loop.approve("t1", "run-1", "1-1", by="alice")
     result = await w.start(w.loop())
     assert result.stop_reason is StopReason.APPROVAL_PENDING and w.ledger.count() == 0
     loop = w.loop()
-    await loop.approve("t1", "run-1", "1-1", by="carol")
+    loop.approve("t1", "run-1", "1-1", by="carol")
     result = await w.start(w.loop())
     assert result.goal_reached and w.ledger.count() == 1
 
@@ -93,9 +93,9 @@ async def test_a_second_decision_on_a_settled_approval_is_refused_with_who_decid
     w = world([act(buy()), answer("done")], policy=approvals())
     loop = w.loop()
     await w.start(loop)
-    await loop.approve("t1", "run-1", "1-1", by="alice")
+    loop.approve("t1", "run-1", "1-1", by="alice")
     with pytest.raises(AlreadyDecidedError) as caught:
-        await loop.deny("t1", "run-1", "1-1", by="bob", note="no")
+        loop.deny("t1", "run-1", "1-1", by="bob", note="no")
     assert caught.value.detail == "alice"
 
 
@@ -106,7 +106,7 @@ async def test_an_expired_approval_is_denied_fail_closed(world):
     await w.start(loop)
     w.clock.advance(2 * 3600)
     with pytest.raises(ApprovalExpiredError):
-        await loop.approve("t1", "run-1", "1-1", by="alice")
+        loop.approve("t1", "run-1", "1-1", by="alice")
     result = await w.start(w.loop())
     assert result.goal_reached and w.ledger.count() == 0
     assert result.state.action("1-1").outcome.code == "approval_expired"
@@ -129,7 +129,7 @@ async def test_approving_an_action_that_needs_no_approval_is_refused(world):
     loop = w.loop()
     await w.start(loop)
     with pytest.raises(ApprovalError):
-        await loop.approve("t1", "run-1", "1-1", by="alice")
+        loop.approve("t1", "run-1", "1-1", by="alice")
 
 
 async def _unknown_run(w):
