@@ -37,6 +37,8 @@ class Run(models.Model):
     stop_reason = models.CharField(max_length=32, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     limits = models.JSONField(default=dict)
+    pending_limits = models.JSONField(null=True, blank=True)
+    """New stop conditions for the next resume (set by a person, consumed by the worker)."""
     usage = models.JSONField(default=dict)
     iteration = models.IntegerField(default=0)
     seq = models.IntegerField(default=0)

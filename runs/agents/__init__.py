@@ -1,0 +1,65 @@
+"""Agents: a planner, tools, grants, an approval policy and a verifier, registered by name.
+
+``settings.KEELGATE_AGENTS`` maps a name to the dotted path of a factory returning an
+:class:`Agent`. The worker and the web process build the same agent from its name, so
+a decision taken in the console uses the very policy the worker runs under.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from keelgate.errors import ConfigurationError
+from keelgate.gateway import ApprovalPolicy, Tool
+from keelgate.loop import OutcomeConfirmer, Planner, StopConditions, Verifier
+
+
+class UnknownAgentError(ConfigurationError):
+    """No agent of that name is registered in ``KEELGATE_AGENTS``."""
+
+    code = "unknown_agent"
+    message = "No agent with that name is registered."
+
+
+class GoalNotUnderstoodError(ConfigurationError):
+    """The agent cannot work with that goal."""
+
+    code = "goal_not_understood"
+    message = "The agent cannot read that goal."
+
+
+@dataclass(frozen=True)
+class Agent:
+    """Everything the harness needs to run one kind of agent."""
+
+    name: str
+    planner: Planner
+    tools: Sequence[Tool]
+    grants: Sequence[str]
+    policy: ApprovalPolicy | None = None
+    verifier: Verifier | None = None
+    stop: StopConditions | None = None
+    confirmer: OutcomeConfirmer | None = None
+    validate_goal: Callable[[str], None] = field(default=lambda goal: None)
+    """Raises :class:`GoalNotUnderstoodError` for a goal the agent cannot work with."""
+
+
+def agent_names() -> list[str]:
+    """The registered agent names."""
+    return sorted(settings.KEELGATE_AGENTS)
+
+
+def load_agent(name: str) -> Agent:
+    """Build the agent registered as ``name``."""
+    path = settings.KEELGATE_AGENTS.get(name)
+    if path is None:
+        raise UnknownAgentError(name)
+    factory = import_string(path)
+    agent = factory()
+    if not isinstance(agent, Agent):
+        raise ConfigurationError(f"{path} did not return an Agent")
+    return agent

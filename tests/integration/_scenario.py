@@ -215,7 +215,7 @@ async def recover(world: World, *, approve: bool = False, max_rounds: int = 12) 
     """Resume with fresh objects until the goal, reconciling unknowns (and approving) between."""
     for _ in range(max_rounds):
         loop = open_loop(world)
-        result = await world.start(loop)
+        result: LoopResult = await world.start(loop)
         if result.goal_reached:
             return result
         assert world.ledger is not None

@@ -12,6 +12,7 @@ at every moment of it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from keelgate.errors import StaleCheckpointError
+from keelgate.errors import KeelgateError, StaleCheckpointError
 from keelgate.gateway import CallContext, Gateway, GatewayResult, RequireApproval, SideEffect, Tool, ToolCall
 from keelgate.loop import (
     ActionStatus,
@@ -39,6 +40,7 @@ from tests.integration._scenario import (
     ORDERS,
     RUN,
     TENANT,
+    TESTER,
     TOOL_CRASH_ENV,
     approve_waiting,
     assert_invariants,
@@ -187,8 +189,12 @@ class Signals:
     """Moments of the first resumer's run that the second one can wait for."""
 
     def __init__(self) -> None:
+        self.tool_entered = asyncio.Event()
         self.row_committed = asyncio.Event()
         self.first_returned = asyncio.Event()
+        self.release = asyncio.Event()
+        """The tool commits its row only once this is set (it starts set)."""
+        self.release.set()
         self.rows: list[int] = []
         """The key's ledger count right after each commit."""
 
@@ -210,15 +216,18 @@ class GatedGateway(Gateway):
 def slow_loop(world: World, signals: Signals, gate: asyncio.Event | None = None) -> Loop:
     """The scenario's loop over the world's files, with a place_order that takes its time.
 
-    The order yields to the event loop before it commits its ledger row and again
-    after (before its key is completed), and says in ``signals`` when the row is in.
+    The order yields to the event loop before it commits its ledger row (holding
+    until ``signals.release`` is set) and again after, before its key is completed;
+    ``signals`` says when it entered and when the row is in.
     """
     base = open_loop(world)
     assert world.ledger is not None
     ledger = world.ledger
 
     async def place_order(args: TradeOrder, call: ToolCall) -> dict[str, Any]:
+        signals.tool_entered.set()
         await asyncio.sleep(0.01)
+        await signals.release.wait()
         order_id = ledger.execute(call.idempotency_key, "place_order", args.model_dump())
         signals.rows.append(ledger.count(call.idempotency_key))
         signals.row_committed.set()
@@ -283,14 +292,16 @@ async def test_two_loops_resuming_an_approved_run_concurrently_run_each_write_on
 
         async def run_first() -> LoopResult:
             try:
-                return await worlds[0].start(first)
+                result: LoopResult = await worlds[0].start(first)
+                return result
             finally:
                 signals.first_returned.set()
 
         async def run_second() -> LoopResult:
             if interleaving == "starts-after-first":
                 await signals.first_returned.wait()
-            return await worlds[1].start(second)
+            result: LoopResult = await worlds[1].start(second)
+            return result
 
         ended = await asyncio.gather(run_first(), run_second(), return_exceptions=True)
         seen = []
@@ -316,3 +327,57 @@ async def test_two_loops_resuming_an_approved_run_concurrently_run_each_write_on
     statuses, reconciled = await finish(tmp_path)
     assert statuses == ("done", "done", "done")
     assert reconciled == 0, "the key store knew the outcome, yet a human was asked"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "engine gap: Loop.reconcile settles an IN_FLIGHT key without asking whether its "
+        "owner is still running (the record's owner and lease_expires_at are ignored), and "
+        "the gateway reports a live claim as outcome_unknown. A human who reads the ledger "
+        "while the owning worker is still inside the tool abandons the order, the tool then "
+        "commits, and the order ends ABANDONED with one ledger row. ADR-0004 reads as "
+        "unknown only a key 'left in flight by a process that died'."
+    ),
+)
+async def test_a_human_cannot_abandon_an_order_whose_worker_is_still_inside_the_tool(
+    tmp_path: Path,
+) -> None:
+    """Settling an unknown while its worker is still in the tool leaves no row under an abandoned order."""
+    await approve_up_to(tmp_path, 1)
+    signals = Signals()
+    signals.release.clear()
+    worlds = [approval_world(tmp_path), approval_world(tmp_path), approval_world(tmp_path)]
+    try:
+        first = slow_loop(worlds[0], signals)
+        second = slow_loop(worlds[1], signals)
+        running = asyncio.create_task(worlds[0].start(first))
+        await signals.tool_entered.wait()
+
+        # A second resumer meets the claimed key and stops: the outcome is unknown to it.
+        stopped = await worlds[1].start(second)
+        assert stopped.stop_reason is StopReason.OUTCOME_UNKNOWN
+        [order] = [a for a in stopped.state.actions if a.status is ActionStatus.UNKNOWN]
+
+        # The tester reads the ledger (no row yet, truthfully) and settles it.
+        human = open_loop(worlds[2])
+        assert worlds[2].ledger is not None
+        executed = worlds[2].ledger.count(order.idempotency_key) > 0
+        assert not executed
+        # Refusing to settle a call that is still running would be a correct answer.
+        with contextlib.suppress(KeelgateError):
+            await human.reconcile(TENANT, RUN, order.action_id, executed=executed, by=TESTER)
+
+        signals.release.set()
+        await asyncio.gather(running, return_exceptions=True)
+        assert signals.rows == [1]
+    finally:
+        for w in worlds:
+            w.close()
+    world = approval_world(tmp_path)
+    try:
+        result = await recover(world, approve=True)
+        assert result.goal_reached
+        assert_invariants(world)
+    finally:
+        world.close()

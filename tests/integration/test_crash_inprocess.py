@@ -14,13 +14,22 @@ import pytest
 
 from keelgate.errors import CrashFailpoint
 from keelgate.idempotency import KeyStatus
-from keelgate.loop import WINDOWS, ActionStatus, Failpoints, StopReason
+from keelgate.loop import (
+    WINDOWS,
+    ActionStatus,
+    CheckpointStore,
+    Failpoints,
+    Loop,
+    LoopState,
+    StopReason,
+)
 from tests.integration._scenario import (
     CLEAN_RUN_TRACE,
     CLEAN_RUN_WINDOWS,
     ORDERS,
     RUN,
     TENANT,
+    TESTER,
     TOOLS,
     Crash,
     assert_invariants,
@@ -92,9 +101,9 @@ async def test_the_crash_happens_exactly_at_its_window(tmp_path: Path, crash: Cr
             assert order.status is ActionStatus.PENDING
             record = world.keys.get(TENANT, order.idempotency_key)
             assert record is not None and record.status is KeyStatus.IN_FLIGHT
-            rows = crash.occurrence - (1 if crash.side == "before" else 0)
-            assert world.ledger.count() == rows
-            assert world.ledger.count(order.idempotency_key) == rows - (crash.occurrence - 1)
+            own = 0 if crash.side == "before" else 1
+            assert world.ledger.count(order.idempotency_key) == own
+            assert world.ledger.count() == crash.occurrence - 1 + own
             return
 
         prefix = _prefix(crash)
@@ -161,5 +170,70 @@ async def test_an_unknown_outcome_is_never_retried_by_resuming_without_a_human(
         if crash.side == "before":
             expected[crash.occurrence - 1] = "abandoned"
         assert assert_invariants(world) == tuple(expected)
+    finally:
+        world.close()
+
+
+class DyingCheckpoints:
+    """A checkpoint store whose next save dies (raises CrashFailpoint) once armed."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        self.inner = inner
+        self.armed = False
+
+    def load(self, tenant_id: str, run_id: str) -> LoopState | None:
+        """The inner store's latest state."""
+        return self.inner.load(tenant_id, run_id)
+
+    def save(self, state: LoopState) -> None:
+        """Die instead of saving when armed; otherwise save."""
+        if self.armed:
+            raise CrashFailpoint("checkpoint_save", 1)
+        self.inner.save(state)
+
+    def runs(self, tenant_id: str) -> list[str]:
+        """The inner store's runs."""
+        return self.inner.runs(tenant_id)
+
+
+@pytest.mark.parametrize("crash", [c for c in matrix() if c.in_tool], ids=str)
+async def test_a_reconcile_that_dies_before_its_checkpoint_still_settles_the_write(
+    tmp_path: Path, crash: Crash
+) -> None:
+    """A human's verdict reaches the key store, the process dies before the checkpoint: resume obeys it."""
+    world = make_world(tmp_path)
+    try:
+        with pytest.raises(CrashFailpoint):
+            await world.start(open_loop(world, crash=crash))
+        result = await world.start(open_loop(world))
+        assert result.stop_reason is StopReason.OUTCOME_UNKNOWN
+        [unknown] = [a for a in result.state.actions if a.status is ActionStatus.UNKNOWN]
+
+        base = open_loop(world)
+        store = DyingCheckpoints(base.checkpoints)
+        loop = Loop(
+            planner=base.planner,
+            gateway=base.gateway,
+            checkpoints=store,
+            verifier=base.verifier,
+            stop=base.stop,
+            clock=base.clock,
+            failpoints=Failpoints(),
+        )
+        assert world.ledger is not None
+        executed = world.ledger.count(unknown.idempotency_key) > 0
+        store.armed = True
+        with pytest.raises(CrashFailpoint):
+            await loop.reconcile(TENANT, RUN, unknown.action_id, executed=executed, by=TESTER)
+
+        result = await recover(world)
+        assert result.goal_reached
+        expected = ["done", "done", "done"]
+        if crash.side == "before":
+            expected[crash.occurrence - 1] = "abandoned"
+        assert assert_invariants(world) == tuple(expected)
+        assert world.audit is not None
+        reconciles = [e for e in world.audit.events(TENANT) if e.kind == "loop.reconciled"]
+        assert len(reconciles) == 1, "the verdict was asked for or recorded twice"
     finally:
         world.close()

@@ -1,0 +1,80 @@
+"""Decisions on inbox items: approve, deny, reconcile, expire.
+
+Each decision is one transaction: lock the inbox row, refuse if it is already settled
+(naming who settled it), apply the decision through the engine (a newer checkpoint and
+its audit event), and queue the run for a worker. Two people deciding at once: the row
+lock makes the second wait and then see the first decision, so exactly one takes effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from keelgate.errors import AlreadyDecidedError, NoteRequiredError
+from runs.engine import build_loop
+from runs.services import run_requeue
+from tenants.access import NotFoundError, require_role
+from tenants.models import Role
+
+Decision = Literal["approve", "deny"]
+
+
+def approval_decide(*, tenant_id: str, approval_id: int, user: Any, decision: Decision, note: str = "") -> Approval:
+    """Approve or deny one pending approval as ``user``."""
+    require_role(user, tenant_id, Role.APPROVER)
+    if decision == "deny" and not note.strip():
+        raise NoteRequiredError()
+    by = user.get_username()
+    with transaction.atomic():
+        approval = Approval.objects.select_for_update().filter(tenant_id=tenant_id, pk=approval_id).first()
+        if approval is None:
+            raise NotFoundError()
+        if approval.status != ApprovalStatus.PENDING:
+            raise AlreadyDecidedError(approval.decided_by or approval.status)
+        loop = build_loop(approval.agent)
+        if decision == "approve":
+            loop.approve(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+        else:
+            loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+        approval.refresh_from_db()
+        if approval.status != ApprovalStatus.PENDING:
+            run_requeue(tenant_id=tenant_id, run_id=approval.run_id)
+    return approval
+
+
+def unknown_reconcile(
+    *, tenant_id: str, item_id: int, user: Any, executed: bool, note: str
+) -> UnknownOutcome:
+    """Settle an unknown outcome as executed or not, as ``user``, with a required note."""
+    require_role(user, tenant_id, Role.RECONCILER)
+    if not note.strip():
+        raise NoteRequiredError()
+    with transaction.atomic():
+        item = UnknownOutcome.objects.select_for_update().filter(tenant_id=tenant_id, pk=item_id).first()
+        if item is None:
+            raise NotFoundError()
+        if item.settled:
+            raise AlreadyDecidedError(item.settled_by)
+        build_loop(item.agent).reconcile_now(
+            tenant_id, item.run_id, item.action_id, executed=executed, by=user.get_username(), note=note
+        )
+        item.refresh_from_db()
+        run_requeue(tenant_id=tenant_id, run_id=item.run_id)
+    return item
+
+
+def approvals_expire() -> int:
+    """Deny every pending approval past its expiry (fail closed); return how many."""
+    expired = 0
+    due = Approval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
+    for approval in due.values("tenant_id", "run_id", "action_id", "agent"):
+        with transaction.atomic():
+            loop = build_loop(approval["agent"])
+            if loop.expire_approval(approval["tenant_id"], approval["run_id"], approval["action_id"]):
+                run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"])
+                expired += 1
+    return expired

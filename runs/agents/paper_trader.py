@@ -1,0 +1,110 @@
+"""The demo agent ``paper-trader``: reads "buy 10 ACME", quotes, then places the order.
+
+Its planner is deterministic, so every run is reproducible; the order is a WRITE that
+needs a person's approval.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from keelgate.errors import PlannerError
+from keelgate.gateway import RequireApproval, SideEffect, Tool, ToolCall
+from keelgate.loop import GroundedAnswerVerifier, Plan, PlanRequest, ProposedAction, StopConditions
+from runs.agents import Agent, GoalNotUnderstoodError
+from runs.agents.brokerage import PaperBrokerage
+
+GOAL = re.compile(r"^\s*(buy|sell)\s+(\d{1,6})\s+([A-Za-z]{1,8})\s*$", re.IGNORECASE)
+
+
+class QuoteArgs(BaseModel):
+    """Arguments of ``get_quote``."""
+
+    model_config = ConfigDict(extra="forbid")
+    symbol: str = Field(pattern=r"^[A-Z]{1,8}$")
+
+
+class OrderArgs(BaseModel):
+    """Arguments of ``place_order``."""
+
+    model_config = ConfigDict(extra="forbid")
+    symbol: str = Field(pattern=r"^[A-Z]{1,8}$")
+    side: Literal["buy", "sell"]
+    quantity: int = Field(gt=0, le=1_000_000)
+
+
+def read_goal(goal: str) -> tuple[str, int, str]:
+    """(side, quantity, SYMBOL) from a goal, or GoalNotUnderstoodError."""
+    match = GOAL.match(goal)
+    if match is None or int(match.group(2)) == 0:
+        raise GoalNotUnderstoodError("expected a goal like 'buy 10 ACME'")
+    return match.group(1).lower(), int(match.group(2)), match.group(3).upper()
+
+
+class PaperTraderPlanner:
+    """Step 1: quote and order. Step 2: report what happened to the order."""
+
+    def plan(self, request: PlanRequest) -> Plan:
+        """The deterministic plan for this step."""
+        try:
+            side, quantity, symbol = read_goal(request.goal)
+        except GoalNotUnderstoodError as exc:
+            raise PlannerError("goal_not_understood") from exc
+        if request.iteration == 1:
+            return Plan(
+                actions=[
+                    ProposedAction("get_quote", {"symbol": symbol}, "check the price first"),
+                    ProposedAction(
+                        "place_order",
+                        {"symbol": symbol, "side": side, "quantity": quantity},
+                        f"{side} {quantity} {symbol} as the goal asks",
+                    ),
+                ]
+            )
+        order = _last_outcome(request, "place_order")
+        if order and order.get("status") == "done" and order.get("output"):
+            filled = json.loads(order["output"])
+            verb = "Bought" if side == "buy" else "Sold"
+            return Plan(final_answer=f"{verb} {quantity} {symbol} at {filled.get('price')}.")
+        return Plan(final_answer=f"The order to {side} {quantity} {symbol} was not placed.")
+
+
+def _last_outcome(request: PlanRequest, tool: str) -> dict[str, Any] | None:
+    for message in reversed(request.messages):
+        if message.role == "tool":
+            data = json.loads(message.content)
+            if data.get("tool") == tool:
+                return dict(data)
+    return None
+
+
+def build_agent() -> Agent:
+    """The paper-trader agent over the configured paper brokerage."""
+    brokerage = PaperBrokerage()
+
+    def get_quote(args: QuoteArgs, call: ToolCall) -> dict[str, Any]:
+        return {"symbol": args.symbol, "price": brokerage.quote(args.symbol)}
+
+    def place_order(args: OrderArgs, call: ToolCall) -> dict[str, Any]:
+        return brokerage.place_order(call.idempotency_key, args.symbol, args.side, args.quantity)
+
+    return Agent(
+        name="paper-trader",
+        planner=PaperTraderPlanner(),
+        tools=[
+            Tool("get_quote", SideEffect.READ, QuoteArgs, get_quote, "The paper price of a symbol."),
+            Tool(
+                "place_order", SideEffect.WRITE, OrderArgs, place_order,
+                "Place a paper market order.", timeout=10.0,
+            ),
+        ],
+        grants=["get_quote", "place_order"],
+        policy=RequireApproval(["place_order"], reason="Orders move money: a person must approve."),
+        verifier=GroundedAnswerVerifier(write_tools=["place_order"]),
+        stop=StopConditions(max_iterations=5),
+        validate_goal=lambda goal: None if read_goal(goal) else None,
+    )

@@ -1,0 +1,43 @@
+"""Building the engine's Loop for an agent on the database stores."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from audit.store import DjangoAuditLog
+from keelgate.gateway import Gateway, Grants
+from keelgate.loop import Loop
+from runs.agents import Agent, load_agent
+from runs.fencing import Fence
+from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+
+
+def build_loop(
+    agent: Agent | str,
+    *,
+    fence: Fence | None = None,
+    owner: str | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    lease_seconds: float = 300.0,
+) -> Loop:
+    """The agent's loop over the ORM stores; ``fence`` makes every write check the lease."""
+    if isinstance(agent, str):
+        agent = load_agent(agent)
+    gateway = Gateway(
+        agent.tools,
+        grants=Grants({agent.name: agent.grants}),
+        idempotency=DjangoIdempotencyStore(fence=fence),
+        audit=DjangoAuditLog(),
+        policy=agent.policy,
+        lease_seconds=lease_seconds,
+    )
+    return Loop(
+        planner=agent.planner,
+        gateway=gateway,
+        checkpoints=DjangoCheckpointStore(fence=fence),
+        verifier=agent.verifier,
+        stop=agent.stop,
+        confirmer=agent.confirmer,
+        owner=owner,
+        should_stop=should_stop,
+    )

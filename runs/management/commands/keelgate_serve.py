@@ -1,0 +1,59 @@
+"""``manage.py keelgate_serve``: the whole product in one command (what ``make run`` calls).
+
+Migrates, creates the demo (``keelgate_demo``), then serves the console with Daphne on
+127.0.0.1:8000 and runs a ``keelgate_worker`` beside it, stopping both on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the demo, and run Daphne plus a worker until Ctrl-C."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--password", help="the demo operator's password")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        call_command("keelgate_demo", password=options["password"])
+        python = sys.executable
+        children = [
+            subprocess.Popen(
+                [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(options["port"]),
+                 "keelgate_site.asgi:application"]
+            ),
+            subprocess.Popen([python, "manage.py", "keelgate_worker"]),
+        ]
+        self.stdout.write(f"console: http://127.0.0.1:{options['port']}/  (Ctrl-C stops everything)")
+        stopping = False
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.2)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            for child in children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+        self.stdout.write("stopped")

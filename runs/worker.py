@@ -1,0 +1,229 @@
+"""The worker: claims runnable runs under a lease and drives their loops.
+
+A claim bumps the run's lease epoch (its fencing token) and every write the worker's
+stores make checks it, so a worker that was frozen past its lease cannot overwrite the
+work of the one that took over. A dead worker simply stops renewing; when its lease
+expires another worker claims the run and resumes it from its checkpoint, and any key
+the dead one left in flight becomes an unknown outcome for a person.
+
+The engine is async and the ORM is sync. Each run is driven by ``asyncio.run`` in a
+thread of its own, with its own database connection, and nothing else shares that
+event loop, so the worker process sets ``DJANGO_ALLOW_ASYNC_UNSAFE``: the ORM calls made
+from inside the loop are sequential, which is exactly what Django's guard protects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import DatabaseError, close_old_connections, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
+from keelgate.loop import LoopLimits, LoopResult, StopConditions, StopReason
+from runs.engine import build_loop
+from runs.fencing import Fence
+from runs.models import Run, RunStatus
+
+log = logging.getLogger("keelgate.worker")
+
+STATUS_AFTER_STOP = {
+    StopReason.GOAL_REACHED: RunStatus.DONE,
+    StopReason.APPROVAL_PENDING: RunStatus.WAITING,
+    StopReason.OUTCOME_UNKNOWN: RunStatus.WAITING,
+    StopReason.INTERRUPTED: RunStatus.QUEUED,
+}
+"""Every other stop (budgets, errors) leaves the run STOPPED, resumable by a person."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run this worker holds, and the epoch that fences its writes."""
+
+    pk: int
+    tenant_id: str
+    run_id: str
+    agent: str
+    goal: str
+    epoch: int
+
+
+class Worker:
+    """Claims and runs runs until told to stop."""
+
+    def __init__(self, *, lease_seconds: float = 30.0, poll_seconds: float = 0.5, owner: str | None = None) -> None:
+        self.lease_seconds = lease_seconds
+        self.poll_seconds = poll_seconds
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.stopping = threading.Event()
+        """Set by SIGTERM: finish the current step, checkpoint, release, exit."""
+
+    # -- claiming ---------------------------------------------------------------
+
+    def claim(self) -> Claim | None:
+        """Take one runnable run (queued, or running under an expired lease)."""
+        now = timezone.now()
+        with transaction.atomic():
+            runnable = Run.objects.filter(
+                Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+            ).order_by("updated_at", "id")
+            if connection.vendor == "postgresql":
+                runnable = runnable.select_for_update(skip_locked=True)
+            run = runnable.first()
+            if run is None:
+                return None
+            Run.objects.filter(pk=run.pk).update(
+                status=RunStatus.RUNNING,
+                lease_owner=self.owner,
+                lease_expires_at=now + timedelta(seconds=self.lease_seconds),
+                lease_epoch=F("lease_epoch") + 1,
+                attempts=F("attempts") + 1,
+                updated_at=now,
+            )
+            epoch = Run.objects.values_list("lease_epoch", flat=True).get(pk=run.pk)
+        return Claim(run.pk, run.tenant_id, run.run_id, run.agent, run.goal, epoch)
+
+    def renew(self, claim: Claim) -> bool:
+        """Extend the lease; False if another worker took the run over."""
+        expires = timezone.now() + timedelta(seconds=self.lease_seconds)
+        return Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(lease_expires_at=expires) == 1
+
+    def release(self, claim: Claim, status: str, **fields: object) -> bool:
+        """Give the run back with its new status, only if the lease is still ours."""
+        return (
+            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(
+                status=status, lease_owner="", lease_expires_at=None, updated_at=timezone.now(), **fields
+            )
+            == 1
+        )
+
+    # -- running ------------------------------------------------------------------
+
+    def execute(self, claim: Claim) -> str:
+        """Drive one claimed run until it stops; return the run's new status."""
+        lost = threading.Event()
+        renewer = threading.Thread(target=self._keep_renewing, args=(claim, lost), daemon=True)
+        renewer.start()
+        context = {"tenant": claim.tenant_id, "run": claim.run_id, "epoch": claim.epoch}
+        try:
+            result = self._drive(claim, should_stop=lambda: self.stopping.is_set() or lost.is_set())
+        except LeaseLostError:
+            log.warning("lease lost; another worker owns the run %s", _kv(context))
+            return RunStatus.RUNNING
+        except StaleCheckpointError:
+            log.warning("a newer checkpoint exists; requeueing %s", _kv(context))
+            self.release(claim, RunStatus.QUEUED)
+            return RunStatus.QUEUED
+        except DatabaseError:
+            log.exception("database error during a step; the run will be retried from its checkpoint %s",
+                          _kv(context))
+            raise
+        except KeelgateError as exc:
+            log.error("run cannot proceed: %s %s", exc.code, _kv(context))
+            self.release(claim, RunStatus.STOPPED, stop_reason="error", error_code=exc.code)
+            return RunStatus.STOPPED
+        finally:
+            lost.set()
+            renewer.join(timeout=5)
+        status = STATUS_AFTER_STOP.get(result.stop_reason, RunStatus.STOPPED)
+        for action in result.state.current_actions:
+            log.info(
+                "action %s",
+                _kv({**context, "action": action.action_id, "tool": action.tool, "status": action.status.value}),
+            )
+        log.info("run stopped %s", _kv({**context, "reason": result.stop_reason.value, "status": status}))
+        self.release(claim, status)
+        return status
+
+    def _drive(self, claim: Claim, *, should_stop: object) -> LoopResult:
+        run = Run.objects.get(pk=claim.pk)
+        stop = None
+        if run.pending_limits:
+            stop = StopConditions.from_limits(LoopLimits.model_validate(run.pending_limits))
+        fence = Fence(claim.tenant_id, claim.run_id, claim.epoch)
+        loop = build_loop(
+            claim.agent, fence=fence, owner=f"{self.owner}#{claim.epoch}", should_stop=should_stop,  # type: ignore[arg-type]
+            lease_seconds=self.lease_seconds,
+        )
+        os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+        async def go() -> LoopResult:
+            return await loop.run_or_resume(
+                goal=run.goal,
+                tenant_id=run.tenant_id,
+                agent_id=run.agent,
+                as_of=run.as_of,
+                run_id=run.run_id,
+                stop=stop,
+            )
+
+        result = asyncio.run(go())
+        if run.pending_limits:
+            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(pending_limits=None)
+        return result
+
+    def _keep_renewing(self, claim: Claim, lost: threading.Event) -> None:
+        interval = max(0.05, self.lease_seconds / 3)
+        while not lost.wait(interval):
+            try:
+                if not self.renew(claim):
+                    lost.set()
+            except DatabaseError:
+                close_old_connections()
+        connection.close()
+
+    def run_once(self) -> bool:
+        """Claim and run one run; False when there was nothing to do."""
+        claim = self.claim()
+        if claim is None:
+            return False
+        self.execute(claim)
+        return True
+
+    def serve(self, *, once: bool = False) -> None:
+        """Poll for work until ``stopping`` is set (or, with ``once``, until idle)."""
+        backoff = self.poll_seconds
+        while not self.stopping.is_set():
+            try:
+                worked = self.run_once()
+                backoff = self.poll_seconds
+            except DatabaseError:
+                # The database is down or locked: drop the connection and back off; the
+                # run is resumed from its checkpoint when its lease expires, never blindly.
+                connection.close()
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            if not worked:
+                if once:
+                    return
+                self.stopping.wait(self.poll_seconds)
+                try:
+                    from approvals.services import approvals_expire
+
+                    approvals_expire()
+                except DatabaseError:
+                    connection.close()
+
+
+def _kv(fields: dict[str, object]) -> str:
+    return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def wait_until_idle(timeout: float = 30.0) -> bool:
+    """True once no run is queued or running (for tests and demos)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists():
+            return True
+        time.sleep(0.05)
+    return False

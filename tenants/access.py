@@ -1,0 +1,47 @@
+"""Who may see and do what: every page, endpoint and service asks here.
+
+A tenant the user does not belong to is *absent*: the error is the same not-found a
+missing object gets, so nothing about another tenant leaks, not even its existence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from keelgate.errors import KeelgateError
+from tenants.models import Membership, Role
+
+
+class NotFoundError(KeelgateError):
+    """The object does not exist, or belongs to a tenant the caller cannot see."""
+
+    code = "not_found"
+    message = "Not found."
+
+
+class ForbiddenError(KeelgateError):
+    """The caller's role in this tenant does not allow that."""
+
+    code = "forbidden"
+    message = "Your role in this tenant does not allow that."
+
+
+def tenant_ids_for(user: Any) -> list[str]:
+    """The slugs of the tenants ``user`` belongs to."""
+    if user is None or not user.is_authenticated:
+        return []
+    return list(Membership.objects.filter(user=user).values_list("tenant__slug", flat=True))
+
+
+def require_role(user: Any, tenant_id: str, role: str = Role.VIEWER) -> Membership:
+    """The user's membership in the tenant if it allows ``role``; NotFound / Forbidden otherwise."""
+    if user is None or not user.is_authenticated:
+        raise NotFoundError()
+    membership = (
+        Membership.objects.select_related("tenant").filter(user=user, tenant__slug=tenant_id).first()
+    )
+    if membership is None:
+        raise NotFoundError()
+    if not membership.allows(role):
+        raise ForbiddenError(role)
+    return membership

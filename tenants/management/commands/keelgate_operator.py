@@ -1,0 +1,37 @@
+"""``manage.py keelgate_operator USERNAME --tenant T --role R [--password P]``."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from tenants.models import Membership, Role, Tenant
+
+
+class Command(BaseCommand):
+    help = "Create an operator if missing and set their role in a tenant."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--tenant", required=True)
+        parser.add_argument("--role", required=True, choices=[r.value for r in Role])
+        parser.add_argument("--password", help="set this password (generated and printed for a new user)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+        if tenant is None:
+            raise CommandError(f"no tenant {options['tenant']!r}; create it with keelgate_tenant")
+        user, created = get_user_model().objects.get_or_create(username=options["username"])
+        password = options["password"]
+        if created and not password:
+            password = secrets.token_urlsafe(12)
+        if password:
+            user.set_password(password)
+            user.save()
+        Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": options["role"]})
+        self.stdout.write(f"operator {user.username} is {options['role']} in {tenant.slug}")
+        if created and not options["password"]:
+            self.stdout.write(f"password: {password}")
