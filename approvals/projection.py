@@ -6,9 +6,9 @@ an inbox row exists exactly when the checkpoint says a person is needed.
 
 from __future__ import annotations
 
+from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from keelgate._canonical import canonical_json
 from keelgate.loop import ActionStatus, LoopState
-from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 
 
 def sync_inbox(state: LoopState) -> None:

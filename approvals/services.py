@@ -23,7 +23,9 @@ from tenants.models import Role
 Decision = Literal["approve", "deny"]
 
 
-def approval_decide(*, tenant_id: str, approval_id: int, user: Any, decision: Decision, note: str = "") -> Approval:
+def approval_decide(
+    *, tenant_id: str, approval_id: int, user: Any, decision: Decision, note: str = ""
+) -> Approval:
     """Approve or deny one pending approval as ``user``."""
     require_role(user, tenant_id, Role.APPROVER)
     if decision == "deny" and not note.strip():

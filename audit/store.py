@@ -16,11 +16,11 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from audit.models import AuditEvent as EventRow
+from audit.models import ChainHead
 from keelgate._clock import Clock, SystemClock
 from keelgate.audit import GENESIS_HASH, AuditEvent
 from keelgate.audit._event import format_at
-from audit.models import AuditEvent as EventRow
-from audit.models import ChainHead
 
 NOTIFY_CHANNEL = "keelgate_audit"
 

@@ -63,7 +63,9 @@ def run_start(
             created_by=user.get_username(),
         )
         DjangoAuditLog().append(
-            tenant_id, actor=user.get_username(), kind="run.requested",
+            tenant_id,
+            actor=user.get_username(),
+            kind="run.requested",
             body={"run_id": run_id, "agent": agent},
         )
     return run, True
@@ -83,7 +85,9 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
         run.pending_limits = checked or None
         run.save(update_fields=["status", "pending_limits", "updated_at"])
         DjangoAuditLog().append(
-            tenant_id, actor=user.get_username(), kind="run.resumed",
+            tenant_id,
+            actor=user.get_username(),
+            kind="run.resumed",
             body={"run_id": run_id, "limits": checked},
         )
     return run

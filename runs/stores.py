@@ -16,8 +16,8 @@ from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
 from runs.fencing import Fence, check_fence
-from runs.models import Checkpoint, IdempotencyRecord as KeyRow
-from runs.models import Run
+from runs.models import Checkpoint, Run
+from runs.models import IdempotencyRecord as KeyRow
 
 
 class DjangoCheckpointStore:

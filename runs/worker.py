@@ -60,7 +60,9 @@ class Claim:
 class Worker:
     """Claims and runs runs until told to stop."""
 
-    def __init__(self, *, lease_seconds: float = 30.0, poll_seconds: float = 0.5, owner: str | None = None) -> None:
+    def __init__(
+        self, *, lease_seconds: float = 30.0, poll_seconds: float = 0.5, owner: str | None = None
+    ) -> None:
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -124,8 +126,9 @@ class Worker:
             self.release(claim, RunStatus.QUEUED)
             return RunStatus.QUEUED
         except DatabaseError:
-            log.exception("database error during a step; the run will be retried from its checkpoint %s",
-                          _kv(context))
+            log.exception(
+                "database error during a step; the run will be retried from its checkpoint %s", _kv(context)
+            )
             raise
         except KeelgateError as exc:
             log.error("run cannot proceed: %s %s", exc.code, _kv(context))
@@ -138,7 +141,14 @@ class Worker:
         for action in result.state.current_actions:
             log.info(
                 "action %s",
-                _kv({**context, "action": action.action_id, "tool": action.tool, "status": action.status.value}),
+                _kv(
+                    {
+                        **context,
+                        "action": action.action_id,
+                        "tool": action.tool,
+                        "status": action.status.value,
+                    }
+                ),
             )
         log.info("run stopped %s", _kv({**context, "reason": result.stop_reason.value, "status": status}))
         self.release(claim, status)
@@ -151,7 +161,10 @@ class Worker:
             stop = StopConditions.from_limits(LoopLimits.model_validate(run.pending_limits))
         fence = Fence(claim.tenant_id, claim.run_id, claim.epoch)
         loop = build_loop(
-            claim.agent, fence=fence, owner=f"{self.owner}#{claim.epoch}", should_stop=should_stop,  # type: ignore[arg-type]
+            claim.agent,
+            fence=fence,
+            owner=f"{self.owner}#{claim.epoch}",
+            should_stop=should_stop,  # type: ignore[arg-type]
             lease_seconds=self.lease_seconds,
         )
         os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -37,9 +37,7 @@ def require_role(user: Any, tenant_id: str, role: str = Role.VIEWER) -> Membersh
     """The user's membership in the tenant if it allows ``role``; NotFound / Forbidden otherwise."""
     if user is None or not user.is_authenticated:
         raise NotFoundError()
-    membership = (
-        Membership.objects.select_related("tenant").filter(user=user, tenant__slug=tenant_id).first()
-    )
+    membership = Membership.objects.select_related("tenant").filter(user=user, tenant__slug=tenant_id).first()
     if membership is None:
         raise NotFoundError()
     if not membership.allows(role):

@@ -4,60 +4,93 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant_id', models.CharField(max_length=63)),
-                ('run_id', models.CharField(max_length=128)),
-                ('action_id', models.CharField(max_length=64)),
-                ('agent', models.CharField(max_length=64)),
-                ('tool', models.CharField(max_length=128)),
-                ('arguments', models.TextField()),
-                ('reason', models.TextField(blank=True)),
-                ('required', models.IntegerField(default=1)),
-                ('votes', models.JSONField(default=list)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('approved', 'Approved'), ('denied', 'Denied'), ('expired', 'Expired')], default='pending', max_length=16)),
-                ('requested_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField(blank=True, null=True)),
-                ('decided_by', models.CharField(blank=True, max_length=150)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('note', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tenant_id", models.CharField(max_length=63)),
+                ("run_id", models.CharField(max_length=128)),
+                ("action_id", models.CharField(max_length=64)),
+                ("agent", models.CharField(max_length=64)),
+                ("tool", models.CharField(max_length=128)),
+                ("arguments", models.TextField()),
+                ("reason", models.TextField(blank=True)),
+                ("required", models.IntegerField(default=1)),
+                ("votes", models.JSONField(default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("approved", "Approved"),
+                            ("denied", "Denied"),
+                            ("expired", "Expired"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("requested_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField(blank=True, null=True)),
+                ("decided_by", models.CharField(blank=True, max_length=150)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("note", models.TextField(blank=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant_id', 'status', '-requested_at'], name='approval_inbox'), models.Index(fields=['status', 'expires_at'], name='approval_expiry')],
-                'constraints': [models.UniqueConstraint(fields=('tenant_id', 'run_id', 'action_id'), name='approval_per_action')],
+                "indexes": [
+                    models.Index(fields=["tenant_id", "status", "-requested_at"], name="approval_inbox"),
+                    models.Index(fields=["status", "expires_at"], name="approval_expiry"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("tenant_id", "run_id", "action_id"), name="approval_per_action"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='UnknownOutcome',
+            name="UnknownOutcome",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant_id', models.CharField(max_length=63)),
-                ('run_id', models.CharField(max_length=128)),
-                ('action_id', models.CharField(max_length=64)),
-                ('agent', models.CharField(max_length=64)),
-                ('tool', models.CharField(max_length=128)),
-                ('arguments', models.TextField()),
-                ('idempotency_key', models.CharField(max_length=128)),
-                ('code', models.CharField(blank=True, max_length=64)),
-                ('detected_at', models.DateTimeField()),
-                ('settled', models.BooleanField(default=False)),
-                ('settled_by', models.CharField(blank=True, max_length=150)),
-                ('settled_at', models.DateTimeField(blank=True, null=True)),
-                ('executed', models.BooleanField(null=True)),
-                ('note', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tenant_id", models.CharField(max_length=63)),
+                ("run_id", models.CharField(max_length=128)),
+                ("action_id", models.CharField(max_length=64)),
+                ("agent", models.CharField(max_length=64)),
+                ("tool", models.CharField(max_length=128)),
+                ("arguments", models.TextField()),
+                ("idempotency_key", models.CharField(max_length=128)),
+                ("code", models.CharField(blank=True, max_length=64)),
+                ("detected_at", models.DateTimeField()),
+                ("settled", models.BooleanField(default=False)),
+                ("settled_by", models.CharField(blank=True, max_length=150)),
+                ("settled_at", models.DateTimeField(blank=True, null=True)),
+                ("executed", models.BooleanField(null=True)),
+                ("note", models.TextField(blank=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['tenant_id', 'settled', '-detected_at'], name='unknown_inbox')],
-                'constraints': [models.UniqueConstraint(fields=('tenant_id', 'run_id', 'action_id'), name='unknown_per_action')],
+                "indexes": [
+                    models.Index(fields=["tenant_id", "settled", "-detected_at"], name="unknown_inbox")
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("tenant_id", "run_id", "action_id"), name="unknown_per_action"
+                    )
+                ],
             },
         ),
     ]

@@ -111,9 +111,7 @@ class PaperBrokerage:
             rows = db.execute(
                 "SELECT key, symbol, side, quantity, executions, replays, result FROM orders ORDER BY rowid"
             ).fetchall()
-        return [
-            LedgerEntry(k, s, sd, q, e, r, json.loads(res)) for k, s, sd, q, e, r, res in rows
-        ]
+        return [LedgerEntry(k, s, sd, q, e, r, json.loads(res)) for k, s, sd, q, e, r, res in rows]
 
     def entry(self, key: str) -> LedgerEntry | None:
         """The ledger entry for one key, or None."""

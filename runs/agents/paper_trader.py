@@ -45,6 +45,11 @@ def read_goal(goal: str) -> tuple[str, int, str]:
     return match.group(1).lower(), int(match.group(2)), match.group(3).upper()
 
 
+def validate_goal(goal: str) -> None:
+    """Refuse, before a run is queued, a goal the planner could not read."""
+    read_goal(goal)
+
+
 class PaperTraderPlanner:
     """Step 1: quote and order. Step 2: report what happened to the order."""
 
@@ -98,13 +103,17 @@ def build_agent() -> Agent:
         tools=[
             Tool("get_quote", SideEffect.READ, QuoteArgs, get_quote, "The paper price of a symbol."),
             Tool(
-                "place_order", SideEffect.WRITE, OrderArgs, place_order,
-                "Place a paper market order.", timeout=10.0,
+                "place_order",
+                SideEffect.WRITE,
+                OrderArgs,
+                place_order,
+                "Place a paper market order.",
+                timeout=10.0,
             ),
         ],
         grants=["get_quote", "place_order"],
         policy=RequireApproval(["place_order"], reason="Orders move money: a person must approve."),
         verifier=GroundedAnswerVerifier(write_tools=["place_order"]),
         stop=StopConditions(max_iterations=5),
-        validate_goal=lambda goal: None if read_goal(goal) else None,
+        validate_goal=validate_goal,
     )

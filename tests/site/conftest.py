@@ -26,3 +26,47 @@ def _close_thread_connections(django_db_setup, django_db_blocker):
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
+
+
+@pytest.fixture
+def brokerage_path(tmp_path, settings):
+    """A fresh paper brokerage file for this test, used by every process the test starts."""
+    path = str(tmp_path / "brokerage.sqlite3")
+    settings.KEELGATE_PAPER_BROKERAGE = path
+    return path
+
+
+@pytest.fixture
+def child_env(transactional_db, brokerage_path):
+    """Environment for a subprocess (a worker, a script) to use this test's database."""
+    db = connection.settings_dict
+    if connection.vendor == "postgresql":
+        url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        url = f"sqlite:///{db['NAME']}"
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": "keelgate_site.settings",
+            "KEELGATE_PAPER_BROKERAGE": brokerage_path,
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@pytest.fixture
+def operator(transactional_db):
+    """User ``op`` with the admin role in tenant ``t1``, and ``viewer`` with the viewer role."""
+    from django.contrib.auth import get_user_model
+
+    from tenants.models import Membership, Role, Tenant
+
+    tenant = Tenant.objects.create(slug="t1", name="T1")
+    User = get_user_model()
+    op = User.objects.create_user("op", password="pw-op-123456")
+    Membership.objects.create(user=op, tenant=tenant, role=Role.ADMIN)
+    viewer = User.objects.create_user("viewer", password="pw-viewer-123456")
+    Membership.objects.create(user=viewer, tenant=tenant, role=Role.VIEWER)
+    return op

@@ -27,7 +27,9 @@ class Command(BaseCommand):
     help = "Create the demo tenant, operator and runs (idempotent)."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--password", help="the operator's password (generated if omitted for a new user)")
+        parser.add_argument(
+            "--password", help="the operator's password (generated if omitted for a new user)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
@@ -53,7 +55,9 @@ class Command(BaseCommand):
         """Drive one run to an unknown outcome in-process, for the inbox to show."""
         brokerage = PaperBrokerage()
         worker = Worker(lease_seconds=30)
-        run, _ = run_start(tenant_id="demo", agent="paper-trader", goal="buy 3 GAMMA", user=user, run_id="demo-unknown")
+        run, _ = run_start(
+            tenant_id="demo", agent="paper-trader", goal="buy 3 GAMMA", user=user, run_id="demo-unknown"
+        )
         self._drive(worker)
         approval = Approval.objects.get(tenant_id="demo", run_id=run.run_id)
         approval_decide(tenant_id="demo", approval_id=approval.pk, user=user, decision="approve", note="demo")

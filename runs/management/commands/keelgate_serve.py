@@ -30,8 +30,16 @@ class Command(BaseCommand):
         python = sys.executable
         children = [
             subprocess.Popen(
-                [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(options["port"]),
-                 "keelgate_site.asgi:application"]
+                [
+                    python,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(options["port"]),
+                    "keelgate_site.asgi:application",
+                ]
             ),
             subprocess.Popen([python, "manage.py", "keelgate_worker"]),
         ]
