@@ -11,6 +11,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -46,6 +47,7 @@ def build(ledger_crash: bool = False) -> tuple[Loop, Ledger, SqliteAuditLog]:
         idempotency=SqliteIdempotencyStore(HERE / "keys.sqlite3"),
         audit=audit,
         policy=RequireApproval(["place_order"]),
+        lease_seconds=3.0,
     )
     loop = Loop(
         planner=ScriptedPlanner(SCRIPT),
@@ -87,6 +89,8 @@ async def parent() -> None:
     loop, ledger, audit = build()
     result = await loop.resume(TENANT, RUN)
     say("resume", f"a new process resumed: stop reason {result.stop_reason} (it will not guess)")
+    say("wait", "the dead worker's key lease (3 s) must run out before anyone may settle it...")
+    time.sleep(3.2)
     executed = ledger.count(order.idempotency_key) > 0
     await loop.reconcile(TENANT, RUN, "1-2", executed=executed, by="bob", note="checked the brokerage")
     say("reconcile", f"bob asked the brokerage and settled it as executed={executed}")

@@ -23,6 +23,7 @@ its code and detail, and :func:`error_from_code` turns it back into the same cla
             │   ├── RunNotFoundError           run_not_found
             │   ├── ActionNotFoundError        action_not_found
             │   ├── NotReconcilableError       not_reconcilable
+            │   ├── CallMayBeRunningError      call_may_be_running
             │   ├── ApprovalError              approval_invalid
             │   │   ├── AlreadyDecidedError    approval_already_decided
             │   │   ├── DuplicateApproverError approval_duplicate_approver
@@ -55,6 +56,7 @@ __all__ = [
     "ApprovalDeniedError",
     "ApprovalError",
     "ApprovalExpiredError",
+    "CallMayBeRunningError",
     "ChainBrokenError",
     "ConfigurationError",
     "ControlSignal",
@@ -192,6 +194,13 @@ class NotReconcilableError(RunError):
 
     code = "not_reconcilable"
     message = "Only an action whose outcome is unknown can be reconciled."
+
+
+class CallMayBeRunningError(RunError):
+    """The call's key is still leased: its worker may be inside the tool right now."""
+
+    code = "call_may_be_running"
+    message = "The call may still be running; settle it once its lease has expired."
 
 
 class ApprovalError(RunError):

@@ -77,6 +77,7 @@ class Gateway:
         policy: ApprovalPolicy | None = None,
         clock: Clock | None = None,
         lease_seconds: float = 300.0,
+        lease_grace: float = 5.0,
     ) -> None:
         self._tools: dict[str, Tool] = {}
         for t in tools:
@@ -89,6 +90,8 @@ class Gateway:
         self.policy: ApprovalPolicy = policy or NoApproval()
         self.clock: Clock = clock or SystemClock()
         self.lease_seconds = lease_seconds
+        """How long a claimed key counts as possibly running (its owner may be alive)."""
+        self.lease_grace = lease_grace
 
     def tool(self, name: str) -> Tool | None:
         """The registered tool of that name, or None."""
@@ -180,7 +183,7 @@ class Gateway:
             run_id=ctx.run_id,
             action_id=action.action_id,
             now=now,
-            lease_seconds=self.lease_seconds,
+            lease_seconds=self._lease_for(tool),
         )
         if status is not ClaimStatus.CLAIMED:
             return _from_record(status, record)
@@ -218,6 +221,12 @@ class Gateway:
                 return _error(OutcomeUnknownError("key_not_owned"), ActionStatus.UNKNOWN)
             return _from_record(ClaimStatus(current.status.value), current)
         return outcome
+
+    def _lease_for(self, tool: Tool) -> float:
+        """How long the call may run: its timeout plus grace, else the gateway's lease."""
+        if tool.timeout is not None:
+            return min(self.lease_seconds, tool.timeout + self.lease_grace)
+        return self.lease_seconds
 
     async def _invoke(self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction) -> Any:
         call = ToolCall(

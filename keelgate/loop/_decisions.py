@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedAction
 from keelgate._types import ActionStatus
 from keelgate.errors import (
     ActionNotFoundError,
+    CallMayBeRunningError,
     AlreadyDecidedError,
     ApprovalError,
     ApprovalExpiredError,
@@ -155,6 +157,9 @@ class DecisionsMixin:
             if action.outcome.settled_by:
                 raise AlreadyDecidedError(action.outcome.settled_by)
             raise NotReconcilableError(f"{action_id} is {action.status.value}")
+        running_until = self._may_be_running(state, action)
+        if running_until is not None:
+            raise CallMayBeRunningError(running_until.isoformat())
         self._settle(state, action, executed=executed, by=by, source="human", note=note)
         self._save(state, active=False)
         return state
@@ -215,9 +220,26 @@ class DecisionsMixin:
             return True
         return await self._confirm(state, action, save=True)
 
+    def _may_be_running(self, state: LoopState, action: PlannedAction) -> datetime | None:
+        """Until when the call may still be running elsewhere, or None if it surely ended.
+
+        A key in flight under a live lease may belong to a worker that is inside the
+        tool right now: settling it as not executed could be contradicted a moment
+        later. The call surely ended when this gateway saw the tool raise, or when the
+        key's lease has run out (its owner is gone).
+        """
+        if action.outcome.code == "outcome_unknown" and action.outcome.detail not in ("in_flight", ""):
+            return None  # the gateway saw the tool raise: it returned, with an exception
+        record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+        if record is None or record.status is not KeyStatus.IN_FLIGHT:
+            return None
+        if record.lease_expires_at > self.clock.now():
+            return record.lease_expires_at
+        return None
+
     async def _confirm(self, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
         """Ask the confirmer; only a definite True or False settles the action."""
-        if self.confirmer is None:
+        if self.confirmer is None or self._may_be_running(state, action) is not None:
             return False
         try:
             answer: Any = self.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)

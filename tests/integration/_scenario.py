@@ -56,6 +56,7 @@ __all__ = [
     "open_loop",
     "reconcile_unknowns",
     "recover",
+    "wait_for_leases",
 ]
 
 TENANT = "t1"
@@ -190,9 +191,15 @@ def open_loop(
     return loop
 
 
+def wait_for_leases(loop: Loop) -> None:
+    """A person settles an unknown outcome only once the dead worker's key lease ran out."""
+    loop.clock.advance(loop.gateway.lease_seconds + 1)  # type: ignore[attr-defined]
+
+
 async def reconcile_unknowns(loop: Loop, ledger: Ledger, state: LoopState) -> list[str]:
     """Settle every unknown action as a human who reads the ledger would. Returns their ids."""
     settled = []
+    wait_for_leases(loop)
     for action in state.actions:
         if action.status is ActionStatus.UNKNOWN:
             executed = ledger.count(action.idempotency_key) > 0

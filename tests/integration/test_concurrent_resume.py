@@ -12,7 +12,6 @@ at every moment of it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from keelgate.errors import KeelgateError, StaleCheckpointError
+from keelgate.errors import CallMayBeRunningError, StaleCheckpointError
 from keelgate.gateway import CallContext, Gateway, GatewayResult, RequireApproval, SideEffect, Tool, ToolCall
 from keelgate.loop import (
     ActionStatus,
@@ -329,17 +328,6 @@ async def test_two_loops_resuming_an_approved_run_concurrently_run_each_write_on
     assert reconciled == 0, "the key store knew the outcome, yet a human was asked"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "engine gap: Loop.reconcile settles an IN_FLIGHT key without asking whether its "
-        "owner is still running (the record's owner and lease_expires_at are ignored), and "
-        "the gateway reports a live claim as outcome_unknown. A human who reads the ledger "
-        "while the owning worker is still inside the tool abandons the order, the tool then "
-        "commits, and the order ends ABANDONED with one ledger row. ADR-0004 reads as "
-        "unknown only a key 'left in flight by a process that died'."
-    ),
-)
 async def test_a_human_cannot_abandon_an_order_whose_worker_is_still_inside_the_tool(
     tmp_path: Path,
 ) -> None:
@@ -364,8 +352,8 @@ async def test_a_human_cannot_abandon_an_order_whose_worker_is_still_inside_the_
         assert worlds[2].ledger is not None
         executed = worlds[2].ledger.count(order.idempotency_key) > 0
         assert not executed
-        # Refusing to settle a call that is still running would be a correct answer.
-        with contextlib.suppress(KeelgateError):
+        # The call's key is still leased to a live worker: the harness refuses to guess.
+        with pytest.raises(CallMayBeRunningError):
             await human.reconcile(TENANT, RUN, order.action_id, executed=executed, by=TESTER)
 
         signals.release.set()

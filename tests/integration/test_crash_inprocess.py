@@ -37,6 +37,7 @@ from tests.integration._scenario import (
     matrix,
     open_loop,
     recover,
+    wait_for_leases,
 )
 
 
@@ -223,6 +224,7 @@ async def test_a_reconcile_that_dies_before_its_checkpoint_still_settles_the_wri
         assert world.ledger is not None
         executed = world.ledger.count(unknown.idempotency_key) > 0
         store.armed = True
+        wait_for_leases(loop)
         with pytest.raises(CrashFailpoint):
             await loop.reconcile(TENANT, RUN, unknown.action_id, executed=executed, by=TESTER)
 

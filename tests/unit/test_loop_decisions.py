@@ -141,6 +141,7 @@ async def _unknown_run(w):
     loop = w.loop()
     result = await w.start(loop)
     assert result.stop_reason is StopReason.OUTCOME_UNKNOWN and not result.resumable
+    w.clock.advance(loop.gateway.lease_seconds + 1)  # the dead worker's key lease runs out
     return loop, result
 
 
@@ -152,6 +153,25 @@ async def test_an_in_flight_key_after_a_crash_is_an_unknown_outcome_never_retrie
     again = await w.start(w.loop())
     assert again.stop_reason is StopReason.OUTCOME_UNKNOWN
     assert w.ledger.count() == 1
+
+
+async def test_reconcile_is_refused_while_the_call_may_still_be_running(world):
+    """A key in flight under a live lease may belong to a live worker: no guessing, no settling."""
+    from keelgate.errors import CallMayBeRunningError
+
+    w = world([act(buy()), answer("done")])
+    w.ledger = None
+    loop = w.loop()
+    w.ledger.crash = ("after", 1, "raise")
+    with pytest.raises(CrashFailpoint):
+        await w.start(loop)
+    loop = w.loop()
+    await w.start(loop)
+    with pytest.raises(CallMayBeRunningError):
+        await loop.reconcile("t1", "run-1", "1-1", executed=False, by="bob")
+    w.clock.advance(loop.gateway.lease_seconds + 1)
+    await loop.reconcile("t1", "run-1", "1-1", executed=True, by="bob")
+    assert (await w.start(w.loop())).goal_reached and w.ledger.count() == 1
 
 
 async def test_reconcile_executed_records_done_and_the_loop_continues(world):
