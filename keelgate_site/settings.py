@@ -93,7 +93,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
     # Tests use a file, not shared-cache memory: threads and worker processes must see
     # the same database and honour the busy timeout.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_keelgate.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_keelgate_{os.getpid()}.sqlite3")}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CHANNEL_LAYERS = {
