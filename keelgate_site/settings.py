@@ -94,6 +94,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Tests use a file, not shared-cache memory: threads and worker processes must see
     # the same database and honour the busy timeout.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_keelgate_{os.getpid()}.sqlite3")}
+else:
+    # One test database per test process, so two suites on one machine never collide.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_keelgate_{os.getpid()}"}
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CHANNEL_LAYERS = {
