@@ -1,0 +1,1 @@
+"""Optional integrations, each behind an extra; the core imports none of them."""
