@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
 
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
+from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
 from keelgate.audit import GENESIS_HASH, AuditEvent
-from keelgate.audit._event import format_at
+from keelgate.audit._event import format_at, normalize_body
+from keelgate.errors import ChainBrokenError
 
 NOTIFY_CHANNEL = "keelgate_audit"
 
@@ -33,21 +36,20 @@ class DjangoAuditLog:
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
+        body = normalize_body(body)  # refuse a non-JSON body before taking the lock
         with transaction.atomic():
             ChainHead.objects.bulk_create(
                 [ChainHead(tenant_id=tenant_id, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True
             )
             head = ChainHead.objects.select_for_update().get(tenant_id=tenant_id)
-            event = AuditEvent.build(
-                tenant_id, head.seq + 1, self.clock.now(), actor, kind, body, head.hash
-            )
+            event = AuditEvent.build(tenant_id, head.seq + 1, self.clock.now(), actor, kind, body, head.hash)
             EventRow.objects.create(
                 tenant_id=tenant_id,
                 seq=event.seq,
                 at=format_at(event.at),
                 actor=event.actor,
                 kind=event.kind,
-                body=json.dumps(event.body, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+                body=canonical_json(event.body),
                 prev_hash=event.prev_hash,
                 hash=event.hash,
             )
@@ -72,20 +74,21 @@ class DjangoAuditLog:
 
 
 def event_from_row(row: EventRow) -> AuditEvent:
-    """Rebuild the engine's event exactly as stored (no validation of the hash)."""
+    """Rebuild the engine's event exactly as stored (the hash is checked by verify, not here)."""
+    try:
+        at = datetime.fromisoformat(row.at)
+        body = json.loads(row.body)
+    except (TypeError, ValueError) as exc:
+        raise ChainBrokenError(f"unreadable audit row, seq {row.seq}") from exc
+    if at.tzinfo is None:
+        raise ChainBrokenError(f"audit row without a time zone, seq {row.seq}")
     return AuditEvent.model_construct(
         tenant_id=row.tenant_id,
         seq=row.seq,
-        at=_parse_at(row.at),
+        at=at,
         actor=row.actor,
         kind=row.kind,
-        body=json.loads(row.body),
+        body=body,
         prev_hash=row.prev_hash,
         hash=row.hash,
     )
-
-
-def _parse_at(text: str) -> Any:
-    from datetime import datetime
-
-    return datetime.fromisoformat(text)

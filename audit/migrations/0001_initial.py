@@ -4,37 +4,42 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='ChainHead',
+            name="ChainHead",
             fields=[
-                ('tenant_id', models.CharField(max_length=63, primary_key=True, serialize=False)),
-                ('seq', models.BigIntegerField(default=0)),
-                ('hash', models.CharField(max_length=64)),
+                ("tenant_id", models.CharField(max_length=63, primary_key=True, serialize=False)),
+                ("seq", models.BigIntegerField(default=0)),
+                ("hash", models.CharField(max_length=64)),
             ],
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant_id', models.CharField(max_length=63)),
-                ('seq', models.BigIntegerField()),
-                ('at', models.CharField(max_length=40)),
-                ('actor', models.CharField(max_length=200)),
-                ('kind', models.CharField(max_length=64)),
-                ('body', models.TextField()),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tenant_id", models.CharField(max_length=63)),
+                ("seq", models.BigIntegerField()),
+                ("at", models.CharField(max_length=40)),
+                ("actor", models.CharField(max_length=200)),
+                ("kind", models.CharField(max_length=64)),
+                ("body", models.TextField()),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64)),
             ],
             options={
-                'ordering': ['tenant_id', 'seq'],
-                'constraints': [models.UniqueConstraint(fields=('tenant_id', 'seq'), name='audit_seq_unique')],
+                "ordering": ["tenant_id", "seq"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("tenant_id", "seq"), name="audit_seq_unique")
+                ],
             },
         ),
     ]

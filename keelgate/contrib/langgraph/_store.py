@@ -125,7 +125,9 @@ class LangGraphCheckpointStore:
                 "trace_id": state.trace_id,
                 "seq": state.seq,
             }
-            self.saver.put(self._config(state.tenant_id, state.run_id), checkpoint, metadata, {CHANNEL: state.seq})
+            self.saver.put(
+                self._config(state.tenant_id, state.run_id), checkpoint, metadata, {CHANNEL: state.seq}
+            )
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run, or None."""

@@ -48,7 +48,9 @@ def race(path: Path, *, lock: bool, processes: int = 4) -> list[int]:
     children = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, str(path), str(go), f"p{i}", "1" if lock else "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(processes)
     ]
