@@ -1,3 +1,12 @@
-"""The REST API (owned by the API: see keelgate_site/api.py once it exists)."""
+"""The REST API under /api/v1/ (see keelgate_site/api.py), and a JSON 404 for any other path in it."""
 
-urlpatterns: list = []
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
+
+from keelgate_site.api import api, api_not_found
+
+urlpatterns = [
+    path("", api.urls),
+    # Last: a path no operation matches is still answered in the API's JSON error shape.
+    re_path(r"^.*$", csrf_exempt(api_not_found)),
+]

@@ -1,8 +1,27 @@
-"""The console pages (login, inbox, runs, audit)."""
+"""The console pages: login, the inbox (home), decisions, runs and the audit chain.
+
+The websocket route (``/ws/inbox/``) is in ``keelgate_site.asgi``.
+"""
 
 from django.urls import path
-from django.views.generic import RedirectView
+
+from approvals import views as approvals
+from audit import views as audit
+from runs import views as runs
+from tenants import views as tenants
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("login/", tenants.login, name="login"),
+    path("logout/", tenants.logout, name="logout"),
+    path("", approvals.inbox, name="inbox"),
+    path("approvals/<int:pk>/approve/", approvals.approve, name="approval-approve"),
+    path("approvals/<int:pk>/deny/", approvals.deny, name="approval-deny"),
+    path("unknown/<int:pk>/reconcile/", approvals.reconcile, name="unknown-reconcile"),
+    path("runs/", runs.run_list, name="runs"),
+    path("runs/<slug:tenant_id>/<str:run_id>/", runs.run_detail, name="run"),
+    path("runs/<slug:tenant_id>/<str:run_id>/status/", runs.run_status, name="run-status"),
+    path("runs/<slug:tenant_id>/<str:run_id>/resume/", runs.run_resume_view, name="run-resume"),
+    path("audit/", audit.audit_index, name="audit"),
+    path("audit/<slug:tenant_id>/", audit.audit_chain, name="audit-chain"),
+    path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),
 ]

@@ -158,6 +158,12 @@ KEELGATE_PAPER_BROKERAGE = os.environ.get(
 
 KEELGATE_LEASE_SECONDS = float(os.environ.get("KEELGATE_LEASE_SECONDS", "30"))
 
+KEELGATE_RUNNER = os.environ.get("KEELGATE_RUNNER", "worker")
+"""``worker`` (keelgate_worker claims queued runs) or ``temporal`` (each queued run is
+handed to Temporal as a workflow; run ``keelgate_temporal_worker`` instead)."""
+KEELGATE_TEMPORAL_ADDRESS = os.environ.get("KEELGATE_TEMPORAL_ADDRESS", "127.0.0.1:7233")
+KEELGATE_TEMPORAL_TASK_QUEUE = os.environ.get("KEELGATE_TEMPORAL_TASK_QUEUE", "keelgate")
+
 
 def _signing_key() -> str:
     key = os.environ.get("KEELGATE_AUDIT_SIGNING_KEY", "")
@@ -171,3 +177,21 @@ def _signing_key() -> str:
 
 KEELGATE_AUDIT_SIGNING_KEY = _signing_key()
 """Ed25519 private key (32 raw bytes, base64) that signs exported chain-head digests."""
+
+# -- REST API (keelgate_site/api.py) ----------------------------------------------------
+
+KEELGATE_API_RATE_LIMIT = int(os.environ.get("KEELGATE_API_RATE_LIMIT", "600"))
+"""Requests per API key per window (0 turns the limit off); over it, 429 with Retry-After."""
+KEELGATE_API_RATE_WINDOW = int(os.environ.get("KEELGATE_API_RATE_WINDOW", "60"))
+"""The rate limit's window, in seconds."""
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+"""Larger request bodies are refused (413 from the API) before they are parsed."""
+CACHES = {
+    "default": (
+        # Shared by every process, so a key's rate limit holds across web processes.
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "keelgate"}
+    )
+}
+# -- end REST API -----------------------------------------------------------------------

@@ -14,6 +14,7 @@ from keelgate.errors import RunError, RunExistsError
 from keelgate.loop import LoopLimits
 from runs.agents import load_agent
 from runs.models import Run, RunStatus
+from runs.temporal import dispatch_on_commit
 from tenants.access import NotFoundError, require_role
 from tenants.models import Role
 
@@ -68,6 +69,7 @@ def run_start(
             kind="run.requested",
             body={"run_id": run_id, "agent": agent},
         )
+        dispatch_on_commit(run)
     return run, True
 
 
@@ -90,11 +92,14 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
             kind="run.resumed",
             body={"run_id": run_id, "limits": checked},
         )
+        dispatch_on_commit(run)
     return run
 
 
 def run_requeue(*, tenant_id: str, run_id: str) -> None:
     """Make a waiting run runnable again after a person decided (approve, deny, reconcile)."""
-    Run.objects.filter(tenant_id=tenant_id, run_id=run_id, status=RunStatus.WAITING).update(
+    updated = Run.objects.filter(tenant_id=tenant_id, run_id=run_id, status=RunStatus.WAITING).update(
         status=RunStatus.QUEUED, updated_at=timezone.now()
     )
+    if updated:
+        dispatch_on_commit(Run.objects.get(tenant_id=tenant_id, run_id=run_id))

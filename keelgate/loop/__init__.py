@@ -34,6 +34,7 @@ from keelgate.loop._context import ContextItem, ContextSource
 from keelgate.loop._decisions import OutcomeConfirmer
 from keelgate.loop._failpoints import WINDOWS, Failpoints
 from keelgate.loop._loop import Loop, VerificationLoop
+from keelgate.loop._monitor import MonitorLoop, MonitorSummary, Schedule
 from keelgate.loop._planner import (
     ContextMessage,
     ModelUsage,
@@ -41,6 +42,16 @@ from keelgate.loop._planner import (
     Planner,
     PlanRequest,
     ProposedAction,
+)
+from keelgate.loop._replay import (
+    Divergence,
+    RecordedAction,
+    RecordedStep,
+    Recording,
+    ReplayReport,
+    diff,
+    find_run,
+    replay,
 )
 from keelgate.loop._result import LoopOutcome, LoopResult
 from keelgate.loop._runner import InProcessRunner, LoopRunner, LoopSpec
@@ -66,6 +77,7 @@ __all__ = [
     "ContextItem",
     "ContextMessage",
     "ContextSource",
+    "Divergence",
     "ErrorInfo",
     "Failpoints",
     "GroundedAnswerVerifier",
@@ -82,6 +94,8 @@ __all__ = [
     "LoopType",
     "ModelPrice",
     "ModelUsage",
+    "MonitorLoop",
+    "MonitorSummary",
     "NotReplayableError",
     "OutcomeConfirmer",
     "Phase",
@@ -90,8 +104,13 @@ __all__ = [
     "PlannedAction",
     "Planner",
     "ProposedAction",
+    "RecordedAction",
+    "RecordedStep",
+    "Recording",
+    "ReplayReport",
     "RunExistsError",
     "RunNotFoundError",
+    "Schedule",
     "SqliteCheckpointStore",
     "StaleCheckpointError",
     "StopConditions",
@@ -104,4 +123,7 @@ __all__ = [
     "Verifier",
     "VerifyRequest",
     "default_checkpointer",
+    "diff",
+    "find_run",
+    "replay",
 ]

@@ -140,8 +140,8 @@ class LangGraphCheckpointStore:
         """The tenant's run ids, oldest first (by first checkpoint)."""
         first_seen: dict[str, int] = {}
         for item in self.saver.list(None, filter={"tenant_id": tenant_id}):
-            meta = item.metadata or {}
-            run_id, seq = str(meta.get("run_id")), int(meta.get("seq", 0))
+            meta: dict[str, Any] = dict(item.metadata or {})
+            run_id, seq = str(meta.get("run_id")), int(meta.get("seq") or 0)
             if item.config["configurable"].get("checkpoint_ns") != NAMESPACE:
                 continue
             first_seen[run_id] = min(seq, first_seen.get(run_id, seq))

@@ -87,7 +87,7 @@ def api_error_detail(exc: BaseException) -> str:
     return f"openai: {name}"
 
 
-_TAG = re.compile(r"<(/?)untrusted", re.IGNORECASE)
+_TAG = re.compile(r"</?untrusted", re.IGNORECASE)
 
 
 def untrusted_block(
@@ -103,7 +103,7 @@ def untrusted_block(
         attrs += f' action_id="{action_id}"'
     if published_at is not None:
         attrs += f' published_at="{published_at.isoformat()}"'
-    body = _TAG.sub(lambda m: f"&lt;{m.group(1)}untrusted", text)
+    body = _TAG.sub(lambda m: "&lt;" + m.group(0)[1:], text)
     return f"<untrusted{attrs}>\n{body}\n</untrusted>"
 
 

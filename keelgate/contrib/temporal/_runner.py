@@ -39,16 +39,26 @@ class RetryOptions:
 class LoopActivity:
     """The activity: build the loop for a spec and run or resume it, heartbeating."""
 
-    def __init__(self, loop_factory: Callable[[LoopSpec], Loop], *, heartbeat_every: float = 1.0) -> None:
+    def __init__(
+        self,
+        loop_factory: Callable[[LoopSpec], Loop],
+        *,
+        heartbeat_every: float = 1.0,
+        on_outcome: Callable[[LoopSpec, LoopOutcome], None] | None = None,
+    ) -> None:
         self._factory = loop_factory
         self._every = heartbeat_every
+        self._on_outcome = on_outcome
 
     @activity.defn(name=ACTIVITY)
     async def run_loop(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Run or resume the loop; a failure Temporal should not retry is non-retryable."""
         beating = asyncio.create_task(self._heartbeat())
+        loop_spec = LoopSpec.from_dict(spec)
         try:
-            outcome = await InProcessRunner(self._factory).run(LoopSpec.from_dict(spec))
+            outcome = await InProcessRunner(self._factory).run(loop_spec)
+            if self._on_outcome is not None:
+                self._on_outcome(loop_spec, outcome)
         except KeelgateError as exc:
             raise ApplicationError(
                 exc.message, exc.detail, type=exc.code, non_retryable=exc.code in NON_RETRYABLE
@@ -101,10 +111,15 @@ class TemporalRunner:
 
 
 def temporal_worker(
-    client: Client, *, task_queue: str, loop_factory: Callable[[LoopSpec], Loop], heartbeat_every: float = 1.0
+    client: Client,
+    *,
+    task_queue: str,
+    loop_factory: Callable[[LoopSpec], Loop],
+    heartbeat_every: float = 1.0,
+    on_outcome: Callable[[LoopSpec, LoopOutcome], None] | None = None,
 ) -> Worker:
     """A Temporal worker that runs Keelgate loops built by ``loop_factory``."""
-    activity_impl = LoopActivity(loop_factory, heartbeat_every=heartbeat_every)
+    activity_impl = LoopActivity(loop_factory, heartbeat_every=heartbeat_every, on_outcome=on_outcome)
     return Worker(
         client,
         task_queue=task_queue,

@@ -31,6 +31,7 @@ class Received:
     method: str
     path: str
     headers: dict[str, str]
+    """Names lower-cased."""
     body: Any
 
 
@@ -73,7 +74,9 @@ class FakeOpenAI:
                     body: Any = json.loads(raw)
                 except ValueError:
                     body = raw
-                fake.requests.append(Received("POST", self.path, dict(self.headers.items()), body))
+                fake.requests.append(
+                    Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
                 if self.path != "/v1/chat/completions":
                     reply = Reply({"error": {"message": "not found", "type": "invalid_request_error"}}, 404)
                 elif fake.replies:
@@ -93,7 +96,7 @@ class FakeOpenAI:
                     pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def stop(self) -> None:
         """Wake any delayed reply and shut down."""

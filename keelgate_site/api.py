@@ -1,0 +1,187 @@
+"""The REST API at ``/api/v1/``: one NinjaAPI, three routers, and how errors look.
+
+Every error is JSON ``{"code": ..., "detail": ...}``: ``code`` is stable, ``detail``
+is the fixed wording of the code plus, for Keelgate errors, their trusted detail (an
+id, a field name, who decided). Domain errors become HTTP responses in one handler, by
+code (:data:`STATUS_BY_CODE`, looked up along the class's bases so a subclass inherits
+its parent's status). A 500 is only ever a bug: it is logged with its traceback and
+answered with fixed wording, never the exception's text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from approvals.api import router as approvals_router
+from audit.api import router as audit_router
+from keelgate.errors import KeelgateError
+from keelgate_site.api_common import API_AUTH
+from runs.api import router as runs_router
+from tenants.ratelimit import RateLimitedError
+
+logger = logging.getLogger("keelgate.api")
+
+STATUS_BY_CODE: dict[str, int] = {
+    # absent, or not allowed
+    "not_found": 404,
+    "run_not_found": 404,
+    "action_not_found": 404,
+    "audit_chain_empty": 404,
+    "forbidden": 403,
+    "csrf_failed": 403,
+    # the state does not allow it (now)
+    "run_error": 409,
+    "run_exists": 409,
+    "not_resumable": 409,
+    "not_reconcilable": 409,
+    "call_may_be_running": 409,
+    "approval_invalid": 409,
+    "approval_already_decided": 409,
+    "approval_duplicate_approver": 409,
+    "approval_expired": 409,
+    "stale_checkpoint": 409,
+    "lease_lost": 409,
+    "audit_chain_broken": 409,
+    "idempotency_key_in_progress": 409,
+    # the request cannot be honoured as sent
+    "note_required": 422,
+    "goal_not_understood": 422,
+    "unknown_agent": 422,
+    "invalid_input": 422,
+    "invalid_cursor": 422,
+    "tenant_required": 422,
+    "idempotency_key_reused": 422,
+    "digest_invalid": 422,
+    # slow down
+    "rate_limited": 429,
+}
+"""HTTP status of each error code. A KeelgateError whose code (and whose bases' codes)
+are not here is a bug, answered 500."""
+
+INVALID_INPUT = "The request is invalid"
+MALFORMED_BODY = "The request body is not valid JSON."
+BODY_TOO_LARGE = "The request body is too large."
+UNAUTHENTICATED = "Authenticate with 'Authorization: Bearer <API key>' or a session cookie."
+NOT_FOUND = "Not found."
+INTERNAL = "Keelgate failed to handle the request; the error was logged."
+
+api = NinjaAPI(
+    title="Keelgate API",
+    version="1",
+    description=(
+        "Drive Keelgate runs, approvals, reconciliation and the audit chain.\n\n"
+        "**Authentication**: `Authorization: Bearer <API key>` (create one with "
+        "`manage.py create_api_key --tenant T --user U`, or in the admin); a key acts in its "
+        "own tenant as its user, with that user's role. Browsers may use their session "
+        "instead (unsafe methods need the `X-CSRFToken` header); a session user in several "
+        "tenants names one with `?tenant=`.\n\n"
+        '**Errors** are `{"code": ..., "detail": ...}` with a stable code. Another '
+        "tenant's objects are absent (404 `not_found`). Each key is rate limited (429 "
+        "`rate_limited` with `Retry-After`)."
+    ),
+    urls_namespace="api-v1",
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+    auth=API_AUTH,
+)
+
+
+def _error(request: HttpRequest, status: int, code: str, detail: str) -> HttpResponse:
+    return api.create_response(request, {"code": code, "detail": detail}, status=status)
+
+
+def status_for(exc: KeelgateError) -> int | None:
+    """The HTTP status of a domain error, from its code or its nearest base's."""
+    for cls in type(exc).__mro__:
+        status = STATUS_BY_CODE.get(getattr(cls, "code", ""))
+        if status is not None:
+            return status
+    return None
+
+
+@api.exception_handler(KeelgateError)
+def keelgate_error(request: HttpRequest, exc: KeelgateError) -> HttpResponse:
+    """Every domain error, by code."""
+    status = status_for(exc)
+    if status is None:
+        return unexpected_error(request, exc)
+    detail = f"{exc.message} ({exc.detail})" if exc.detail else exc.message
+    response = _error(request, status, exc.code, detail)
+    if isinstance(exc, RateLimitedError):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _field(loc: Any) -> str:
+    # ninja puts the source first and, for bodies, the parameter name second:
+    # ("body", "payload", "goal") names the field body.goal.
+    parts = [str(p) for p in (loc or ())]
+    if len(parts) >= 2 and parts[0] == "body":
+        parts = ["body", *parts[2:]]
+    return ".".join(parts)[:120] or "request"
+
+
+@api.exception_handler(ValidationError)
+def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    """Wrong types, missing or unknown fields, values out of range: 422 naming the fields."""
+    problems = []
+    for error in exc.errors[:10]:
+        problems.append(f"{_field(error.get('loc'))}: {error.get('msg', 'invalid')}")
+    return _error(request, 422, "invalid_input", f"{INVALID_INPUT}: {'; '.join(problems)}.")
+
+
+@api.exception_handler(AuthenticationError)
+def authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    """No key, a wrong or revoked key, no session."""
+    response = _error(request, 401, "unauthenticated", UNAUTHENTICATED)
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    """Ninja's own refusals: the one it raises today is 400 for a body that is not JSON."""
+    if exc.status_code == 400:
+        return _error(request, 400, "malformed_body", MALFORMED_BODY)
+    if exc.status_code == 401:
+        return authentication_error(request, AuthenticationError())
+    if 400 <= exc.status_code < 500:
+        return _error(request, exc.status_code, f"http_{exc.status_code}", "The request was refused.")
+    return unexpected_error(request, exc)
+
+
+@api.exception_handler(RequestDataTooBig)
+def body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    """A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE``."""
+    return _error(request, 413, "body_too_large", BODY_TOO_LARGE)
+
+
+@api.exception_handler(Http404)
+def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    """Django's Http404, worded as the API's own not_found."""
+    return _error(request, 404, "not_found", NOT_FOUND)
+
+
+@api.exception_handler(Exception)
+def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """The last resort: a bug. Logged with its traceback; the answer says nothing of it."""
+    logger.error("api.unexpected_error %s %s", request.method, request.path, exc_info=exc)
+    return _error(request, 500, "internal_error", INTERNAL)
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Any other path under /api/v1/: the same JSON 404 (Django would answer HTML)."""
+    from django.http import JsonResponse
+
+    return JsonResponse({"code": "not_found", "detail": NOT_FOUND}, status=404)
+
+
+api.add_router("", runs_router)
+api.add_router("", approvals_router)
+api.add_router("", audit_router)

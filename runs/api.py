@@ -1,0 +1,260 @@
+"""The runs API: start, list, read, timeline, resume. Parse, call one service, render.
+
+``POST /runs`` is idempotent two ways. With a ``run_id`` the service itself returns the
+existing run for a repeated request. With an ``Idempotency-Key`` header (as in the IETF
+draft and Stripe) the key is stored with a hash of the request: a repeat returns the
+same run, the same key with another body is 422, and a repeat while the first request
+is still in progress is 409. A first request answers 201, a repeat 200 with
+``Idempotent-Replayed: true``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+from typing import Annotated, Any
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from ninja import Header, Path, Query, Router
+
+from keelgate._canonical import canonical_json
+from keelgate.errors import KeelgateError
+from keelgate.loop import StopReason
+from keelgate_site.api_common import (
+    API_AUTH,
+    CURSOR,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    Caller,
+    TenantQuery,
+    caller_of,
+    keyset_page,
+    responses,
+)
+from runs.models import Run, RunStatus
+from runs.schemas import (
+    AGENT,
+    RUN_ID,
+    CheckpointPageOut,
+    RunDetailOut,
+    RunOut,
+    RunPageOut,
+    RunResumeIn,
+    RunStartIn,
+    checkpoint_out,
+    run_detail_out,
+    run_out,
+)
+from runs.selectors import run_get, run_state, run_timeline, runs_for
+from runs.services import run_resume, run_start
+from tenants.models import ApiIdempotencyKey, Tenant
+
+router = Router(tags=["runs"], auth=API_AUTH)
+
+RunIdPath = Annotated[str, Path(pattern=RUN_ID, max_length=128, description="The run's id.")]
+IdempotencyKeyHeader = Annotated[
+    str,
+    Header(
+        None,
+        alias="Idempotency-Key",
+        pattern=r"^[\x21-\x7e]{1,255}$",
+        description="Any unique string (e.g. a UUID): a repeated request with it starts nothing new.",
+    ),
+]
+
+IDEMPOTENCY_KEY_TTL = timedelta(hours=24)
+"""A key is remembered this long; after that the same key starts a new run."""
+IN_PROGRESS_TIMEOUT = timedelta(minutes=5)
+"""A first request still unfinished after this died mid-way: a repeat may take it over."""
+
+
+class IdempotencyKeyReusedError(KeelgateError):
+    """The Idempotency-Key was used before with a different request body."""
+
+    code = "idempotency_key_reused"
+    message = "This Idempotency-Key was already used with a different request."
+
+
+class IdempotencyKeyInProgressError(KeelgateError):
+    """The first request with this Idempotency-Key has not finished yet."""
+
+    code = "idempotency_key_in_progress"
+    message = "A request with this Idempotency-Key is still in progress; retry shortly."
+
+
+@router.post(
+    "/runs",
+    response=responses({201: RunOut, 200: RunOut}, WRITE_ERRORS),
+    summary="Start a run",
+    description=(
+        "Queue a run of a registered agent for a worker. 201 with the new run; 200 with the "
+        "existing run for a repeat (same `run_id` and request, or same `Idempotency-Key` and "
+        "body). Errors: `unknown_agent`, `goal_not_understood` (422), `run_exists` (409: the "
+        "`run_id` is taken by another request), `idempotency_key_reused` (422), "
+        "`idempotency_key_in_progress` (409), `forbidden` (403: viewers cannot start runs)."
+    ),
+)
+def start_run(
+    request: HttpRequest,
+    response: HttpResponse,
+    payload: RunStartIn,
+    tenant: TenantQuery = None,
+    idempotency_key: IdempotencyKeyHeader = None,
+) -> tuple[int, RunOut]:
+    caller = caller_of(request, tenant)
+    if idempotency_key is None:
+        run, created = _start(caller, payload)
+    else:
+        run, created = _start_once(caller, payload, idempotency_key)
+    if not created:
+        response["Idempotent-Replayed"] = "true"
+    return (201 if created else 200), run_out(run)
+
+
+def _start(caller: Caller, payload: RunStartIn) -> tuple[Run, bool]:
+    return run_start(
+        tenant_id=caller.tenant_id,
+        agent=payload.agent,
+        goal=payload.goal,
+        user=caller.user,
+        run_id=payload.run_id,
+        limits=payload.stop.limits() if payload.stop else None,
+    )
+
+
+def _start_once(caller: Caller, payload: RunStartIn, key: str) -> tuple[Run, bool]:
+    """Start at most one run per (tenant, user, key); see the module docstring."""
+    fingerprint = hashlib.sha256(canonical_json(payload.model_dump(mode="json")).encode()).hexdigest()
+    row = _claim_key(caller, key, fingerprint)
+    if row.completed_at is not None:
+        return run_get(tenant_ids=caller.tenant_ids, run_id=row.run_id), False
+    try:
+        run, created = _start(caller, payload)
+    except BaseException:
+        # Nothing was started: forget the key, so the client can fix the request and retry.
+        ApiIdempotencyKey.objects.filter(pk=row.pk, completed_at__isnull=True).delete()
+        raise
+    ApiIdempotencyKey.objects.filter(pk=row.pk).update(run_id=run.run_id, completed_at=timezone.now())
+    return run, created
+
+
+def _claim_key(caller: Caller, key: str, fingerprint: str) -> ApiIdempotencyKey:
+    """The key's row: a completed one to replay, or a fresh in-progress one that is ours.
+
+    The claim commits before the run starts, so a twin arriving meanwhile sees it in
+    progress (409) instead of starting a second run.
+    """
+    now = timezone.now()
+    scope: dict[str, Any] = {"tenant__slug": caller.tenant_id, "user": caller.user, "key": key}
+    try:
+        with transaction.atomic():
+            row = ApiIdempotencyKey.objects.select_for_update().filter(**scope).first()
+            if row is not None and now - row.created_at > IDEMPOTENCY_KEY_TTL:
+                row.delete()
+                row = None
+            if row is None:
+                return ApiIdempotencyKey.objects.create(
+                    tenant=Tenant.objects.get(slug=caller.tenant_id),
+                    user=caller.user,
+                    key=key,
+                    fingerprint=fingerprint,
+                    created_at=now,
+                )
+            if row.fingerprint != fingerprint:
+                raise IdempotencyKeyReusedError()
+            if row.completed_at is not None:
+                return row
+            if now - row.created_at < IN_PROGRESS_TIMEOUT:
+                raise IdempotencyKeyInProgressError()
+            row.created_at = now  # the first request died: this one takes over
+            row.save(update_fields=["created_at"])
+            return row
+    except IntegrityError as exc:
+        # A twin inserted the same key between our read and our insert.
+        raise IdempotencyKeyInProgressError() from exc
+
+
+@router.get(
+    "/runs",
+    response=responses({200: RunPageOut}, READ_ERRORS),
+    summary="List runs",
+    description="The tenant's runs, newest first, filtered; cursor-paginated (`invalid_cursor` is 422).",
+)
+# Optional query parameters are typed without ``| None``: the OpenAPI schema then says
+# "string" (a query value is never JSON null), and None still means absent.
+def list_runs(
+    request: HttpRequest,
+    status: Annotated[RunStatus, Query(None)] = None,
+    agent: Annotated[str, Query(None, pattern=AGENT, max_length=64)] = None,  # noqa: RUF013
+    stop_reason: Annotated[StopReason, Query(None)] = None,
+    cursor: Annotated[str, Query(None, pattern=CURSOR, description="From `next_cursor`.")] = None,  # noqa: RUF013
+    limit: Annotated[int, Query(50, ge=1, le=200)] = 50,
+    tenant: TenantQuery = None,
+) -> RunPageOut:
+    caller = caller_of(request, tenant)
+    rows = runs_for(
+        tenant_ids=caller.tenant_ids,
+        status=status.value if status else None,
+        agent=agent,
+        stop_reason=stop_reason.value if stop_reason else None,
+    )
+    page, next_cursor = keyset_page(rows, field="created_at", cursor=cursor, limit=limit)
+    return RunPageOut(items=[run_out(run) for run in page], next_cursor=next_cursor)
+
+
+@router.get(
+    "/runs/{run_id}",
+    response=responses({200: RunDetailOut}, READ_ERRORS),
+    summary="Read a run",
+    description="State, actions with their statuses, usage, stop reason and whether it can be resumed.",
+)
+def get_run(request: HttpRequest, run_id: RunIdPath, tenant: TenantQuery = None) -> RunDetailOut:
+    caller = caller_of(request, tenant)
+    run = run_get(tenant_ids=caller.tenant_ids, run_id=run_id)
+    return run_detail_out(run, run_state(run))
+
+
+@router.get(
+    "/runs/{run_id}/checkpoints",
+    response=responses({200: CheckpointPageOut}, READ_ERRORS),
+    summary="List a run's checkpoints",
+    description="The run's timeline: every saved state, oldest first, after `after_seq`.",
+)
+def list_checkpoints(
+    request: HttpRequest,
+    run_id: RunIdPath,
+    after_seq: Annotated[int, Query(0, ge=0, le=2**31 - 1)] = 0,
+    limit: Annotated[int, Query(100, ge=1, le=200)] = 100,
+    tenant: TenantQuery = None,
+) -> CheckpointPageOut:
+    caller = caller_of(request, tenant)
+    run = run_get(tenant_ids=caller.tenant_ids, run_id=run_id)
+    entries = run_timeline(run, after_seq=after_seq, limit=limit + 1)
+    more = len(entries) > limit
+    entries = entries[:limit]
+    return CheckpointPageOut(
+        items=[checkpoint_out(e) for e in entries], next_after_seq=entries[-1].seq if more else None
+    )
+
+
+@router.post(
+    "/runs/{run_id}/resume",
+    response=responses({200: RunOut}, WRITE_ERRORS),
+    summary="Resume a stopped run",
+    description=(
+        "Queue a stopped run (a budget stop or an error) again, optionally with new stop "
+        "conditions. `not_resumable` (409) for a run in any other state."
+    ),
+)
+def resume_run(
+    request: HttpRequest, run_id: RunIdPath, payload: RunResumeIn | None = None, tenant: TenantQuery = None
+) -> RunOut:
+    caller = caller_of(request, tenant)
+    run_get(tenant_ids=caller.tenant_ids, run_id=run_id)
+    stop = payload.stop if payload is not None else None
+    run = run_resume(
+        tenant_id=caller.tenant_id, run_id=run_id, user=caller.user, limits=stop.limits() if stop else None
+    )
+    return run_out(run)

@@ -1,0 +1,326 @@
+"""Wire formats of the runs API: inputs (``extra="forbid"``) and outputs, separate classes.
+
+Tool arguments and outputs, the planner's rationale and final answer are untrusted:
+they are returned as JSON text or plain strings, never interpreted by the API.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+from pydantic import ConfigDict, Field
+
+from keelgate._canonical import canonical_json
+from keelgate.loop import LoopState, PlannedAction, StopReason
+from runs.models import Run, RunStatus
+from runs.selectors import TimelineEntry
+
+__all__ = [
+    "ACTION_ID",
+    "AGENT",
+    "RUN_ID",
+    "ActionOut",
+    "CheckpointOut",
+    "CheckpointPageOut",
+    "RunDetailOut",
+    "RunOut",
+    "RunPageOut",
+    "RunResumeIn",
+    "RunStartIn",
+    "StopIn",
+    "action_out",
+    "checkpoint_out",
+    "run_detail_out",
+    "run_out",
+]
+
+RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+ACTION_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+AGENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_TEXT = r"^[^\x00]*$"
+_IN = ConfigDict(extra="forbid")
+
+
+# -- inputs ------------------------------------------------------------------------------
+
+
+class StopIn(Schema):
+    """Stop conditions (the run's budget); each is optional, and all are positive."""
+
+    model_config = _IN
+
+    max_iterations: int | None = Field(None, ge=1, le=10_000, description="Plan steps.")
+    max_tokens: int | None = Field(None, ge=1, le=10**10, description="Input plus output tokens.")
+    max_dollars: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False)
+    timeout_seconds: float | None = Field(None, gt=0, le=30 * 86_400, allow_inf_nan=False)
+    max_verifier_rejections: int | None = Field(None, ge=0, le=1_000)
+
+    def limits(self) -> dict[str, Any]:
+        """As the services take them."""
+        return self.model_dump(exclude_none=True)
+
+
+class RunStartIn(Schema):
+    """Start a run of a registered agent on a goal."""
+
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"agent": "paper-trader", "goal": "buy 10 ACME"}]}
+    )
+
+    agent: str = Field(pattern=AGENT, max_length=64, description="A registered agent's name.")
+    goal: str = Field(min_length=1, max_length=4_000, pattern=_TEXT, description="What the agent should do.")
+    run_id: str | None = Field(
+        None,
+        pattern=RUN_ID,
+        max_length=128,
+        description="Your id for the run: repeating a request with it starts nothing new.",
+    )
+    stop: StopIn | None = None
+
+
+class RunResumeIn(Schema):
+    """Resume a stopped run, optionally with new (larger) stop conditions."""
+
+    model_config = _IN
+
+    stop: StopIn | None = None
+
+
+# -- outputs -----------------------------------------------------------------------------
+
+
+class UsageOut(Schema):
+    """What the run used so far."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+    model_calls: int = 0
+    active_seconds: float = 0.0
+
+
+class LimitsOut(Schema):
+    """The run's stop conditions (null: no limit of that kind)."""
+
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_dollars: float | None = None
+    timeout_seconds: float | None = None
+    max_verifier_rejections: int | None = None
+
+
+class RunOut(Schema):
+    """A run as lists show it."""
+
+    run_id: str
+    agent: str
+    goal: str
+    status: RunStatus
+    phase: str
+    stop_reason: StopReason | None
+    error_code: str | None
+    resumable: bool = Field(description="A stopped run (budget or error) can be resumed.")
+    iteration: int
+    usage: UsageOut
+    limits: LimitsOut
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class VoteOut(Schema):
+    """One approver's vote."""
+
+    by: str
+    at: datetime
+    note: str
+
+
+class ActionApprovalOut(Schema):
+    """Why an action waits for people, and what they said so far."""
+
+    required: int
+    reason: str
+    requested_at: datetime
+    expires_at: datetime | None
+    approvals: list[VoteOut]
+    denied_by: str | None
+    denied_at: datetime | None
+    note: str
+    expired: bool
+
+
+class ActionOut(Schema):
+    """One planned tool call and its outcome."""
+
+    action_id: str
+    iteration: int
+    tool: str
+    arguments: str = Field(description="The proposed arguments as JSON text. Untrusted.")
+    idempotency_key: str
+    rationale: str = Field(description="The planner's reason. Untrusted text.")
+    side_effect: str | None
+    status: str = Field(description="pending, done, denied, error, awaiting_approval, unknown or abandoned.")
+    code: str | None = Field(description="The outcome's stable error code, if any.")
+    message: str = Field(description="The fixed wording for ``code`` (empty without one).")
+    detail: str
+    output: str | None = Field(description="The tool's result as JSON text. Untrusted.")
+    replayed: bool
+    settled_by: str | None
+    at: datetime | None
+    approval: ActionApprovalOut | None
+
+
+class ErrorInfoOut(Schema):
+    """Why the run stopped with an error."""
+
+    code: str
+    message: str
+    detail: str
+
+
+class RunDetailOut(RunOut):
+    """A run with its latest state: actions, final answer, error."""
+
+    trace_id: str
+    final_answer: str | None = Field(description="The agent's answer. Untrusted text.")
+    error: ErrorInfoOut | None
+    actions: list[ActionOut]
+
+
+class RunPageOut(Schema):
+    """One page of runs, newest first; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    items: list[RunOut]
+    next_cursor: str | None
+
+
+class ActionStatusOut(Schema):
+    """An action's status at a checkpoint."""
+
+    action_id: str
+    tool: str
+    status: str
+
+
+class CheckpointOut(Schema):
+    """One saved state of the run (an entry of its timeline)."""
+
+    seq: int
+    phase: str
+    saved_at: datetime
+    iteration: int
+    stop_reason: StopReason | None
+    actions: list[ActionStatusOut]
+
+
+class CheckpointPageOut(Schema):
+    """Checkpoints oldest first; pass ``next_after_seq`` as ``after_seq`` for more."""
+
+    items: list[CheckpointOut]
+    next_after_seq: int | None
+
+
+# -- building outputs --------------------------------------------------------------------
+
+
+def _usage(raw: Any) -> UsageOut:
+    raw = raw if isinstance(raw, dict) else {}
+    return UsageOut(**{k: raw[k] for k in UsageOut.model_fields if isinstance(raw.get(k), int | float)})
+
+
+def _limits(raw: Any) -> LimitsOut:
+    raw = raw if isinstance(raw, dict) else {}
+    return LimitsOut(**{k: raw[k] for k in LimitsOut.model_fields if isinstance(raw.get(k), int | float)})
+
+
+def _run_fields(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "agent": run.agent,
+        "goal": run.goal,
+        "status": run.status,
+        "phase": run.phase,
+        "stop_reason": run.stop_reason or None,
+        "error_code": run.error_code or None,
+        "resumable": run.status == RunStatus.STOPPED,
+        "iteration": run.iteration,
+        "usage": _usage(run.usage),
+        "limits": _limits(run.limits),
+        "created_by": run.created_by,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+def run_out(run: Run) -> RunOut:
+    """The list form of a run."""
+    return RunOut(**_run_fields(run))
+
+
+def action_out(action: PlannedAction) -> ActionOut:
+    """One action; arguments and output stay JSON text."""
+    outcome, approval = action.outcome, action.approval
+    return ActionOut(
+        action_id=action.action_id,
+        iteration=action.iteration,
+        tool=action.tool,
+        arguments=canonical_json(action.arguments),
+        idempotency_key=action.idempotency_key,
+        rationale=action.rationale,
+        side_effect=action.side_effect.value if action.side_effect else None,
+        status=outcome.status.value,
+        code=outcome.code,
+        message=outcome.message,
+        detail=outcome.detail,
+        output=outcome.output,
+        replayed=outcome.replayed,
+        settled_by=outcome.settled_by,
+        at=outcome.at,
+        approval=None
+        if approval is None
+        else ActionApprovalOut(
+            required=approval.required,
+            reason=approval.reason,
+            requested_at=approval.requested_at,
+            expires_at=approval.expires_at,
+            approvals=[VoteOut(by=v.by, at=v.at, note=v.note) for v in approval.approvals],
+            denied_by=approval.denied_by,
+            denied_at=approval.denied_at,
+            note=approval.note,
+            expired=approval.expired,
+        ),
+    )
+
+
+def run_detail_out(run: Run, state: LoopState | None) -> RunDetailOut:
+    """A run with its latest checkpoint (none yet before a worker claimed it)."""
+    fields = _run_fields(run)
+    if state is not None:
+        fields["usage"] = UsageOut(**state.usage.model_dump())
+    return RunDetailOut(
+        **fields,
+        trace_id=run.trace_id,
+        final_answer=state.final_answer if state else None,
+        error=None
+        if state is None or state.error is None
+        else ErrorInfoOut(code=state.error.code, message=state.error.message, detail=state.error.detail),
+        actions=[action_out(a) for a in state.actions] if state else [],
+    )
+
+
+def checkpoint_out(entry: TimelineEntry) -> CheckpointOut:
+    """One timeline entry."""
+    state = entry.state
+    return CheckpointOut(
+        seq=entry.seq,
+        phase=entry.phase,
+        saved_at=entry.saved_at,
+        iteration=state.iteration,
+        stop_reason=state.stop_reason,
+        actions=[
+            ActionStatusOut(action_id=a.action_id, tool=a.tool, status=a.status.value) for a in state.actions
+        ],
+    )
