@@ -115,6 +115,9 @@ class Gateway:
             return self._refuse(ctx, action, ToolNotGrantedError(tool.name))
         if tool.side_effect not in ctx.allowed_side_effects:
             return self._refuse(ctx, action, SideEffectNotPermittedError(tool.side_effect.value))
+        reserved = sorted(k for k in action.arguments if str(k).startswith("__keelgate_"))
+        if reserved:  # a planner's marker for arguments it could not parse: never run on defaults
+            return self._refuse(ctx, action, InvalidArgumentsError(", ".join(reserved)))
         try:
             arguments = tool.arguments.model_validate(action.arguments)
         except ValidationError as exc:

@@ -33,6 +33,7 @@ from keelgate.loop._budget import ModelPrice, StopConditions
 from keelgate.loop._context import ContextItem, ContextSource
 from keelgate.loop._decisions import OutcomeConfirmer
 from keelgate.loop._failpoints import WINDOWS, Failpoints
+from keelgate.loop._llm import LLMPlanner, LLMVerifier
 from keelgate.loop._loop import Loop, VerificationLoop
 from keelgate.loop._monitor import MonitorLoop, MonitorSummary, Schedule
 from keelgate.loop._planner import (
@@ -84,6 +85,8 @@ __all__ = [
     "HistoryCheckpointStore",
     "InMemoryCheckpointStore",
     "InProcessRunner",
+    "LLMPlanner",
+    "LLMVerifier",
     "Loop",
     "LoopLimits",
     "LoopOutcome",

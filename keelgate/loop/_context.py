@@ -85,6 +85,8 @@ def build_messages(state: LoopState, extra: Sequence[ContextItem] = ()) -> list[
                     role="verifier",
                     content=f"Your answer was not accepted ({verdict.decision}): "
                     + "; ".join(verdict.reasons),
+                    # A model verifier read untrusted observations: its reasons are data too.
+                    untrusted=True,
                 )
             )
     return messages

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from keelgate.errors import ConfigurationError
-from keelgate.loop._planner import Plan, PlanRequest
+from keelgate.loop._planner import ModelUsage, Plan, PlanRequest
 from keelgate.loop._verifier import Verdict, VerifyRequest
 
 __all__ = ["LLMPlanner", "LLMVerifier"]
@@ -25,6 +25,8 @@ class _ModelPlanner(Protocol):
 
 
 class _ModelVerifier(Protocol):
+    usage: list[ModelUsage]
+
     async def verify(self, request: VerifyRequest) -> Verdict: ...
 
 
@@ -34,13 +36,14 @@ class LLMPlanner:
     Uses :class:`keelgate.contrib.openai.OpenAIPlanner` against any OpenAI-compatible
     endpoint; ``model``, ``base_url`` and ``api_key`` default to ``KEELGATE_MODEL``,
     ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, and ``options`` (``max_tokens``,
-    ``timeout``, ``max_retries``, ``pricing``-free: prices live on the loop) go to it
-    unchanged. Never both actions and an answer: tool calls win and the text becomes
-    their rationale. Unknown tools and arguments that are not a JSON object are passed
-    on for the gateway to refuse; a refusal, an unreadable response or a failed call
-    raises :class:`~keelgate.errors.PlannerError`, which stops the loop with ERROR,
-    resumable. Raises :class:`~keelgate.errors.ConfigurationError` when the ``openai``
-    extra is not installed.
+    ``timeout``, ``max_retries``, ``client``, ...) go to it unchanged. Prices are not
+    its business: pass a pricing table to the :class:`Loop`. Never both actions and an
+    answer: tool calls win and the text becomes their rationale. Unknown tools and
+    arguments that are not a JSON object are passed on for the gateway to refuse; a
+    refusal, an unreadable response or a failed call raises
+    :class:`~keelgate.errors.PlannerError`, which stops the loop with ERROR, resumable.
+    Raises :class:`~keelgate.errors.ConfigurationError` when the ``openai`` extra is
+    not installed.
     """
 
     def __init__(
@@ -76,6 +79,9 @@ class LLMVerifier:
     loop and never authorises anything. Raises
     :class:`~keelgate.errors.ConfigurationError` when the ``openai`` extra is not
     installed.
+
+    The loop's budgets count planner calls only; :attr:`usage` lists what each
+    verifier call used, for the caller's own accounting.
     """
 
     def __init__(
@@ -95,3 +101,8 @@ class LLMVerifier:
     async def verify(self, request: VerifyRequest) -> Verdict:
         """Ask the model once and read its verdict."""
         return await self.impl.verify(request)
+
+    @property
+    def usage(self) -> list[ModelUsage]:
+        """What each verifier call used, oldest first."""
+        return self.impl.usage

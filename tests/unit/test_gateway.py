@@ -189,3 +189,16 @@ def test_registering_two_tools_with_one_name_is_a_configuration_error():
     t = Tool("x", SideEffect.READ, A, lambda a, c: 1)
     with pytest.raises(ConfigurationError):
         Gateway([t, t], grants=Grants({}), idempotency=InMemoryIdempotencyStore(), audit=InMemoryAuditLog())
+
+
+async def test_arguments_a_planner_could_not_parse_never_run_on_defaults(world):
+    """A reserved __keelgate_ marker is refused even by a tool whose schema would accept it."""
+
+    class Lenient(BaseModel):
+        symbol: str = "ACME"
+
+    ran = []
+    tool = Tool("get_quote", SideEffect.READ, Lenient, lambda a, c: ran.append(a) or {"ok": 1})
+    w = world([act(ProposedAction("get_quote", {"__keelgate_unparsed_arguments__": "{oops"})), answer("x")])
+    result = await w.start(_gateway_with(w, tool))
+    assert outcome_of(result).code == "invalid_arguments" and ran == []

@@ -58,7 +58,9 @@ class OpenAIPlanner:
     ``base_url`` and ``api_key`` come from the arguments or from ``KEELGATE_MODEL``,
     ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``. Streaming is off; ``max_tokens`` caps
     the output of every call (sent as ``max_tokens_field``); retries default to none
-    so a budget counts every call that was paid for.
+    so a budget counts every call that was paid for. A ``client`` given ready-made
+    (an ``AsyncOpenAI``) replaces ``base_url``, ``api_key``, ``timeout`` and
+    ``max_retries``.
 
     The prompt is a system message (``system_prompt`` and the harness's framing) and
     one user message holding the context, where every untrusted item is wrapped in an
@@ -168,7 +170,7 @@ class OpenAIPlanner:
             raise PlannerError(EMPTY)
         choice = choices[0]
         message = choice.message
-        if message.refusal:
+        if getattr(message, "refusal", None):
             raise PlannerError(REFUSED)
         if choice.finish_reason == "content_filter":
             raise PlannerError(FILTERED)

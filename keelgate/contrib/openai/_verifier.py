@@ -158,7 +158,7 @@ class OpenAIVerifier:
         try:
             self._record_usage(response)
             message = response.choices[0].message
-            if message.refusal:
+            if getattr(message, "refusal", None):
                 return _unparseable("the verifier refused")
             return parse_verdict(message.content)
         except Exception:  # a response shaped unlike the wire format

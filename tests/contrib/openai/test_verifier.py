@@ -130,4 +130,4 @@ async def test_each_call_s_usage_is_listed_for_the_caller(server):
     server.reply(completion(json.dumps({"decision": "accept"}), usage=(40, 7), model="judge-model-1"))
     v = verifier(server.url)
     await v.verify(REQUEST)
-    assert [(u.input_tokens, u.output_tokens, u.model) for u in v.impl.usage] == [(40, 7, "judge-model-1")]
+    assert [(u.input_tokens, u.output_tokens, u.model) for u in v.usage] == [(40, 7, "judge-model-1")]
