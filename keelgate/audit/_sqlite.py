@@ -9,7 +9,6 @@ makes a returned append survive power loss, not just a process crash.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
+from keelgate._sqlite import open_durable
 from keelgate.audit._event import GENESIS_HASH, AuditEvent, format_at, normalize_body
 from keelgate.errors import ChainBrokenError
 
@@ -39,7 +39,6 @@ CREATE TABLE IF NOT EXISTS audit_events (
 
 _COLUMNS = "tenant_id, seq, at, actor, kind, body, prev_hash, hash"
 
-_BUSY_TIMEOUT_MS = 30_000
 
 _PAGE = 1_000
 """Rows fetched per query while streaming: bounded memory, and the lock is never held
@@ -60,16 +59,7 @@ class SqliteAuditLog:
     def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
-        # isolation_level=None: transactions are ours, so BEGIN IMMEDIATE means it.
-        self._conn = sqlite3.connect(
-            str(path),
-            timeout=_BUSY_TIMEOUT_MS / 1000,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = FULL")
+        self._conn = open_durable(path)
         with self._lock:
             self._write(lambda: self._conn.execute(_SCHEMA))
 

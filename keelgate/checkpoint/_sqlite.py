@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
+from keelgate._sqlite import open_durable
 from keelgate._state import LoopState
 from keelgate.errors import StaleCheckpointError
 
@@ -55,12 +55,6 @@ _UPSERT_RUN = """
     DO UPDATE SET trace_id = excluded.trace_id, latest_seq = excluded.latest_seq
 """
 
-_BUSY_TIMEOUT_MS = 30_000
-
-
-def _is_memory(path: str) -> bool:
-    return path in (":memory:", "")
-
 
 class SqliteCheckpointStore:
     """Durable, dependency-free. Keeps every checkpoint, so a run's history can be inspected.
@@ -80,12 +74,7 @@ class SqliteCheckpointStore:
     def __init__(self, path: str | Path = ":memory:") -> None:
         self._path = os.fspath(path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self._path,
-            isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-            check_same_thread=False,  # guarded by self._lock instead
-            timeout=_BUSY_TIMEOUT_MS / 1000,
-        )
+        self._conn = open_durable(self._path)
         try:
             self._setup()
         except BaseException:
@@ -94,12 +83,6 @@ class SqliteCheckpointStore:
 
     def _setup(self) -> None:
         conn = self._conn
-        # The busy timeout comes first so that the pragmas and the schema below wait
-        # for another process that is opening the same file instead of failing.
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        if not _is_memory(self._path):
-            conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
         conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _SCHEMA:

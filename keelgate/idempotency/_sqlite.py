@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from keelgate._sqlite import open_durable
 from keelgate.errors import KeyNotOwnedError
 from keelgate.idempotency._memory import claim_status_of, require_aware
 from keelgate.idempotency._protocol import ClaimStatus, IdempotencyRecord, KeyStatus
@@ -96,12 +97,7 @@ class SqliteIdempotencyStore:
     def __init__(self, path: str | Path) -> None:
         self._path = Path(path)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            str(self._path), timeout=30.0, isolation_level=None, check_same_thread=False
-        )
-        self._conn.execute("PRAGMA busy_timeout = 30000")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = FULL")
+        self._conn = open_durable(self._path)
         with self._write() as conn:
             conn.execute(_SCHEMA)
 

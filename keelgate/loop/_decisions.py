@@ -17,10 +17,10 @@ from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedActio
 from keelgate._types import ActionStatus
 from keelgate.errors import (
     ActionNotFoundError,
-    CallMayBeRunningError,
     AlreadyDecidedError,
     ApprovalError,
     ApprovalExpiredError,
+    CallMayBeRunningError,
     DuplicateApproverError,
     KeyNotOwnedError,
     NoteRequiredError,
