@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Header, Path, Query, Router
+from ninja import Header, Path, Query, Router, Status
 
 from keelgate._canonical import canonical_json
 from keelgate.errors import KeelgateError
@@ -102,7 +102,7 @@ def start_run(
     payload: RunStartIn,
     tenant: TenantQuery = None,
     idempotency_key: IdempotencyKeyHeader = None,
-) -> tuple[int, RunOut]:
+) -> Status[RunOut]:
     caller = caller_of(request, tenant)
     if idempotency_key is None:
         run, created = _start(caller, payload)
@@ -110,7 +110,7 @@ def start_run(
         run, created = _start_once(caller, payload, idempotency_key)
     if not created:
         response["Idempotent-Replayed"] = "true"
-    return (201 if created else 200), run_out(run)
+    return Status(201 if created else 200, run_out(run))
 
 
 def _start(caller: Caller, payload: RunStartIn) -> tuple[Run, bool]:

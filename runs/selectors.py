@@ -70,4 +70,6 @@ def run_timeline(run: Run, *, after_seq: int = 0, limit: int = 200) -> list[Time
         .order_by("seq")
         .values_list("seq", "phase", "saved_at", "state")[:limit]
     )
-    return [TimelineEntry(seq, phase, saved_at, LoopState.from_json(text)) for seq, phase, saved_at, text in rows]
+    return [
+        TimelineEntry(seq, phase, saved_at, LoopState.from_json(text)) for seq, phase, saved_at, text in rows
+    ]

@@ -107,6 +107,13 @@ _HIT_BY = {
 }
 
 
+def _stop_reason(value: str) -> StopReason | None:
+    try:
+        return StopReason(value)
+    except ValueError:
+        return None
+
+
 def budgets(state: LoopState | None, run: Run) -> list[Budget]:
     """Usage against limits, from the latest checkpoint (the run row before the first one)."""
     if state is not None:
@@ -122,7 +129,7 @@ def budgets(state: LoopState | None, run: Run) -> list[Budget]:
     else:
         limits = dict(run.limits or {})
         usage = {"max_iterations": run.iteration}
-        stop = StopReason(run.stop_reason) if run.stop_reason in StopReason._value2member_map_ else None
+        stop = _stop_reason(run.stop_reason)
     hit = _HIT_BY.get(stop) if stop is not None else None
     rows = [
         ("max_iterations", "Iterations", int),
@@ -258,7 +265,9 @@ def run_resume_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     try:
         run_resume(tenant_id=run.tenant_id, run_id=run.run_id, user=request.user, limits=limits)
     except NotResumableError:
-        messages.warning(request, f"Not resumed: the run is {run.status}, and only a stopped run can be resumed.")
+        messages.warning(
+            request, f"Not resumed: the run is {run.status}, and only a stopped run can be resumed."
+        )
         return HttpResponseRedirect(back, status=303)
     except ValidationError:
         messages.error(request, "Those limits are not valid.")

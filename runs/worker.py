@@ -150,9 +150,32 @@ class Worker:
                     }
                 ),
             )
+        if status == RunStatus.WAITING and not self._release_waiting(claim, result.state.seq):
+            # A person decided between our stop checkpoint and this release: run again.
+            status = RunStatus.QUEUED
+            released = self.release(claim, status)
+        elif status != RunStatus.WAITING:
+            released = self.release(claim, status)
+        else:
+            released = True
+        if not released:
+            log.warning("lease lost before release; the run belongs to another worker %s", _kv(context))
+            return RunStatus.RUNNING
         log.info("run stopped %s", _kv({**context, "reason": result.stop_reason.value, "status": status}))
-        self.release(claim, status)
         return status
+
+    def _release_waiting(self, claim: Claim, seq: int) -> bool:
+        """WAITING only if no decision saved a newer checkpoint since our stop.
+
+        The decision's checkpoint save updates the same Run row, so this conditional
+        update and the decision are serialised by the database.
+        """
+        return (
+            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch, seq=seq).update(
+                status=RunStatus.WAITING, lease_owner="", lease_expires_at=None, updated_at=timezone.now()
+            )
+            == 1
+        )
 
     def _drive(self, claim: Claim, *, should_stop: object) -> LoopResult:
         run = Run.objects.get(pk=claim.pk)
@@ -213,6 +236,8 @@ class Worker:
                 # The database is down or locked: drop the connection and back off; the
                 # run is resumed from its checkpoint when its lease expires, never blindly.
                 connection.close()
+                if once:
+                    raise
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue

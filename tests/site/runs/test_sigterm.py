@@ -39,7 +39,11 @@ def test_sigterm_mid_write_finishes_the_step_and_hands_the_run_back(operator, ch
     PaperBrokerage().set_mode("hang", hang_seconds=1.5)
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "keelgate_worker", "--poll-seconds", "0.05"],
-        cwd=ROOT, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         wait_for(lambda: Run.objects.get(run_id="r1").status == RunStatus.RUNNING)

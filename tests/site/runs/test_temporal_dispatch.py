@@ -26,7 +26,9 @@ async def wait_for_status(run_id: str, status: str, timeout: float = 30.0) -> No
 
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_run_queued_in_the_site_is_executed_by_temporal(env, operator, brokerage_path, settings, monkeypatch):  # noqa: F811
+async def test_a_run_queued_in_the_site_is_executed_by_temporal(
+    env, operator, brokerage_path, settings, monkeypatch
+):  # noqa: F811
     """run_start dispatches a workflow; after approval a second one finishes with one order."""
     from keelgate.contrib.temporal import temporal_worker
     from runs.temporal import loop_for, record_outcome
@@ -36,8 +38,11 @@ async def test_a_run_queued_in_the_site_is_executed_by_temporal(env, operator, b
     settings.KEELGATE_TEMPORAL_ADDRESS = env.client.service_client.config.target_host
     settings.KEELGATE_TEMPORAL_TASK_QUEUE = f"site-{uuid.uuid4().hex[:8]}"
     worker = temporal_worker(
-        env.client, task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE, loop_factory=loop_for,
-        on_outcome=record_outcome, heartbeat_every=0.2,
+        env.client,
+        task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE,
+        loop_factory=loop_for,
+        on_outcome=record_outcome,
+        heartbeat_every=0.2,
     )
     async with worker:
         run_start(tenant_id="t1", agent="paper-trader", goal="buy 4 ACME", user=operator, run_id="tr1")
