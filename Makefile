@@ -45,3 +45,15 @@ lint: $(VENV)/.installed-dev
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Benchmarks against LangGraph and the disk's floor (bench/README.md): prints a table and
+# writes bench/results/latest.json. QUICK=1 is the two-minute pass. Never run by `make test`.
+.PHONY: bench
+bench:
+	@$(BIN)/python -c "import langgraph.checkpoint.sqlite, langgraph.checkpoint.postgres, django, psycopg" 2>/dev/null \
+	  || $(MAKE) $(VENV)/.installed-bench
+	QUICK=$(QUICK) BENCH_PG_URL=$(PG_URL) $(BIN)/python -m bench
+
+$(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[dev,langgraph]"
+	touch $@

@@ -62,13 +62,17 @@ class Tool:
     """Seconds; a WRITE that times out is an unknown outcome, never retried."""
 
     def spec(self) -> ToolSpec:
-        """The tool as a planner sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            side_effect=self.side_effect,
-            parameters=self.arguments.model_json_schema(),
-        )
+        """The tool as a planner sees it (built once: the JSON schema is costly to derive)."""
+        cached: ToolSpec | None = self.__dict__.get("_spec")
+        if cached is None:
+            cached = ToolSpec(
+                name=self.name,
+                description=self.description,
+                side_effect=self.side_effect,
+                parameters=self.arguments.model_json_schema(),
+            )
+            object.__setattr__(self, "_spec", cached)
+        return cached
 
 
 def tool(

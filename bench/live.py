@@ -1,0 +1,513 @@
+"""5. Live inbox latency and 6. API throughput, against one Daphne serving the site.
+
+Daphne runs ``keelgate_site.asgi:application`` on the scratch database with production
+settings (``KEELGATE_DEBUG=0``), the in-memory channel layer, and the API rate limit off.
+
+5. Latency from an approval committed to the database to the websocket message that
+   shows it, at 1 and at 50 connected clients (``/ws/inbox/?items=1``, one session).
+   Each sample is a paper-trader run driven in this process by ``runs.worker.Worker``
+   until its order waits for approval; the clock starts when the checkpoint save that
+   creates the inbox row returns (committed), and stops at each client's first message
+   naming the run. The clients run in a separate process. Baseline: PostgreSQL's own
+   ``NOTIFY`` to ``LISTEN`` latency, a commit in this process reaching that process.
+6. Requests per second and p99 from a small asyncio HTTP/1.1 keep-alive load generator
+   (8 connections) for ``GET /api/v1/runs`` (a page of 50) and ``POST
+   /api/v1/approvals/{id}/approve`` with an API key. Baseline: the same server answering
+   an unknown ``/api/v1/`` path with its JSON 404 (middleware and routing, no database).
+   Approvals to approve are copies of one real waiting run (its Run, checkpoint and
+   inbox rows with a new run id), made in bulk beforehand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import multiprocessing as mp
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from bench import _pg
+from bench._common import REPO, Row, interleave, median, progress, quick
+
+BENCH_INBOX = "5. live inbox latency"
+BENCH_API = "6. API throughput"
+_server: dict[str, Any] = {}
+
+
+def _missing() -> str | None:
+    for path in ("approvals/consumers.py", "keelgate_site/api.py"):
+        if not (REPO / path).exists():
+            return f"{path} does not exist yet"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server() -> int:
+    """Daphne's port, starting it on first use (stopped at teardown)."""
+    if "port" in _server:
+        return int(_server["port"])
+    port = _free_port()
+    log = _pg.scratch_dir() / "daphne.log"
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-v",
+            "0",
+            "keelgate_site.asgi:application",
+        ],
+        cwd=REPO,
+        env={**os.environ, **_pg.django_env()},
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    _server.update(port=port, proc=proc)
+
+    def stop() -> None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out.close()
+        _server.clear()
+
+    _pg.on_teardown(stop)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/bench-ready", timeout=2)
+        except urllib.error.HTTPError:
+            break  # the JSON 404: Django answers
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Daphne did not start: {log.read_text()[-800:]}") from None
+            time.sleep(0.1)
+    progress(f"Daphne up on port {port}")
+    return port
+
+
+def _user(tenant_slug: str, username: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    from tenants.models import Membership, Role, Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        Membership.objects.create(user=user, tenant=tenant, role=Role.ADMIN)
+    return user
+
+
+# -- 5. live inbox ----------------------------------------------------------------------------
+
+
+def _clients_main(port: int, n: int, cookie: str, ready: Any, expect: Any, seen: Any, out: Any) -> None:
+    """The client process: ``n`` websockets and one LISTEN connection, recording every message.
+
+    For each run id the parent puts on ``expect``, it answers on ``seen`` once every
+    client has received a message naming it (``None`` to finish).
+    """
+    import psycopg
+    from websockets.asyncio.client import connect
+
+    records: list[tuple[float, int, str]] = []
+
+    async def client(i: int, connected: asyncio.Event) -> None:
+        async with connect(
+            f"ws://127.0.0.1:{port}/ws/inbox/?items=1",
+            additional_headers={"Cookie": cookie},
+            origin=f"http://127.0.0.1:{port}",  # type: ignore[arg-type]
+            max_size=None,
+        ) as ws:
+            connected.set()
+            async for message in ws:
+                records.append((time.perf_counter(), i, str(message)))
+
+    async def listener(connected: asyncio.Event) -> None:
+        async with await psycopg.AsyncConnection.connect(_pg.BENCH_URL, autocommit=True) as conn:
+            await conn.execute("LISTEN bench_floor")
+            connected.set()
+            async for note in conn.notifies():
+                records.append((time.perf_counter(), -1, note.payload))
+
+    async def main() -> None:
+        events = [asyncio.Event() for _ in range(n + 1)]
+        tasks = [asyncio.create_task(client(i, events[i])) for i in range(n)]
+        tasks.append(asyncio.create_task(listener(events[n])))
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events)), 60)
+        await asyncio.sleep(0.2)
+        ready.set()
+        loop = asyncio.get_running_loop()
+        while True:
+            run_id = await loop.run_in_executor(None, expect.get)
+            if run_id is None:
+                break
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                got = {i for _, i, text in records if i >= 0 and run_id in text}
+                if len(got) == n:
+                    break
+                await asyncio.sleep(0.005)
+            seen.put(run_id)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+    out.send(records)
+    out.close()
+
+
+def _approval_sample(user: Any, t0: dict[str, float]) -> str:
+    """Start a paper-trader run and drive it to its approval; return its id."""
+    from runs.services import run_start
+    from runs.worker import Worker
+
+    run, _ = run_start(tenant_id="live", agent="paper-trader", goal="buy 10 ACME", user=user)
+    Worker(poll_seconds=0.01).run_once()
+    if run.run_id not in t0:
+        raise RuntimeError("the run did not reach its approval")
+    return run.run_id
+
+
+def _hook_saves(t0: dict[str, float]) -> Any:
+    """Note when the checkpoint that creates each run's inbox row has committed."""
+    from keelgate.loop import ActionStatus
+    from runs.stores import DjangoCheckpointStore
+
+    original = DjangoCheckpointStore.save
+
+    def save(self: Any, state: Any) -> None:
+        original(self, state)
+        if state.run_id not in t0 and any(a.status is ActionStatus.AWAITING_APPROVAL for a in state.actions):
+            t0[state.run_id] = time.perf_counter()
+
+    DjangoCheckpointStore.save = save  # type: ignore[method-assign]
+    return lambda: setattr(DjangoCheckpointStore, "save", original)
+
+
+def _latencies(n_clients: int, samples: int, port: int, cookie: str, user: Any) -> dict[str, Any]:
+    """Per delivery, milliseconds from the commit to the client (and the NOTIFY floor's)."""
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    ctx = mp.get_context("fork")
+    ready, expect, seen = ctx.Event(), ctx.Queue(), ctx.Queue()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_clients_main, args=(port, n_clients, cookie, ready, expect, seen, send))
+    proc.start()
+    if not ready.wait(120):
+        proc.kill()
+        raise RuntimeError("the websocket clients did not connect")
+    t0: dict[str, float] = {}
+    floor_t0: dict[str, float] = {}
+    unhook = _hook_saves(t0)
+    try:
+        with psycopg.connect(_pg.BENCH_URL, autocommit=True) as notifier:
+            for i in range(samples):
+                payload = f"floor-{i}-{uuid.uuid4().hex[:6]}"
+                notifier.execute("SELECT pg_notify('bench_floor', %s)", (payload,))
+                floor_t0[payload] = time.perf_counter()
+                run_id = _approval_sample(user, t0)
+                expect.put(run_id)
+                seen.get(timeout=150)  # every client has it (or the child gave up)
+                gc.collect()
+                time.sleep(0.2)  # let the run's later events drain before the next sample
+    finally:
+        unhook()
+        expect.put(None)
+    records: list[tuple[float, int, str]] = recv.recv()
+    proc.join(30)
+    keel, missed = [], 0
+    for run_id, start in t0.items():
+        for client in range(n_clients):
+            hit = next((t for t, i, text in records if i == client and run_id in text), None)
+            if hit is None:
+                missed += 1
+            else:
+                keel.append((hit - start) * 1e3)
+    floor = [(t - floor_t0[text]) * 1e3 for t, i, text in records if i == -1 and text in floor_t0]
+    return {"keelgate": keel, "floor": floor, "missed": missed}
+
+
+def _p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run_inbox() -> list[Row]:
+    why = _missing() or _pg.reachable()
+    if why:
+        return [Row(BENCH_INBOX, f"not measured: {why}", "", "", None)]
+    _pg.setup_django()
+    from django.conf import settings
+    from django.test import Client
+
+    port = server()
+    user = _user("live", "bench-live")
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    rows = []
+    for n in (1, 50):
+        samples = (3 if n == 1 else 2) if quick() else (20 if n == 1 else 8)
+        got = _latencies(n, samples, port, cookie, user)
+        k, f = got["keelgate"], got["floor"]
+        if not k:
+            rows.append(Row(BENCH_INBOX, f"not measured with {n} clients: no message arrived", "", "", None))
+            continue
+        progress(
+            f"{BENCH_INBOX}: {n} client(s): median {statistics.median(k):.1f} ms, p99 {_p(k, 0.99):.1f} ms; "
+            f"NOTIFY floor median {statistics.median(f):.2f} ms"
+        )
+        rows.append(
+            Row(
+                BENCH_INBOX,
+                f"approval committed -> websocket message, {n} client(s), median",
+                "latency",
+                "ms",
+                statistics.median(k),
+                k,
+                extra={"clients": n, "samples": samples, "p99_ms": _p(k, 0.99), "missed": got["missed"]},
+                note=f"p99 {_p(k, 0.99):.1f} ms over {len(k)} deliveries "
+                f"({samples} approvals x {n} clients); {got['missed']} missed",
+            )
+        )
+        rows.append(
+            Row(
+                BENCH_INBOX,
+                f"floor: pg_notify commit -> LISTEN in the client process (beside {n})",
+                "latency",
+                "ms",
+                statistics.median(f),
+                f,
+                extra={"p99_ms": _p(f, 0.99) if f else None},
+            )
+        )
+    return rows
+
+
+# -- 6. API --------------------------------------------------------------------------------------
+
+
+async def _http_load(
+    port: int, requests: list[bytes] | None, template: bytes | None, duration: float, connections: int
+) -> tuple[list[float], dict[int, int], float]:
+    """Send requests on keep-alive connections: a fixed list once, or ``template`` for ``duration``."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    queue = list(reversed(requests)) if requests is not None else None
+    deadline = time.perf_counter() + duration
+
+    async def worker() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                if queue is not None:
+                    if not queue:
+                        return
+                    request = queue.pop()
+                elif time.perf_counter() >= deadline:
+                    return
+                else:
+                    request = template  # type: ignore[assignment]
+                t = time.perf_counter()
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                status = int(lines[0].split()[1])
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                }
+                if "content-length" in headers:
+                    await reader.readexactly(int(headers["content-length"]))
+                elif headers.get("transfer-encoding") == "chunked":
+                    while True:
+                        size = int((await reader.readuntil(b"\r\n")).strip(), 16)
+                        await reader.readexactly(size + 2)
+                        if size == 0:
+                            break
+                latencies.append(time.perf_counter() - t)
+                statuses[status] = statuses.get(status, 0) + 1
+                if headers.get("connection", "").lower() == "close":
+                    writer.close()
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        finally:
+            writer.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return latencies, statuses, time.perf_counter() - start
+
+
+def _request(method: str, path: str, token: str | None, body: bytes = b"") -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: keep-alive"]
+    if token:
+        lines.append(f"Authorization: Bearer {token}")
+    if method == "POST":
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _clone_waiting_runs(user: Any, tenant: str, n: int) -> list[int]:
+    """``n`` approvals to decide: copies of one real waiting run under new run ids (untimed)."""
+    from approvals.models import Approval
+    from runs.models import Checkpoint, Run
+    from runs.services import run_start
+    from runs.worker import Worker
+
+    template, _ = run_start(tenant_id=tenant, agent="paper-trader", goal="buy 10 ACME", user=user)
+    Worker(poll_seconds=0.01).serve(once=True)
+    gc.collect()
+    run = Run.objects.get(pk=template.pk)
+    checkpoints = list(Checkpoint.objects.filter(tenant_id=tenant, run_id=run.run_id))
+    approval = Approval.objects.get(tenant_id=tenant, run_id=run.run_id)
+    new_runs, new_checkpoints, new_approvals = [], [], []
+    for _ in range(n):
+        rid = uuid.uuid4().hex
+        new_runs.append(Run(**{**_fields(run), "run_id": rid}))
+        for c in checkpoints:
+            new_checkpoints.append(
+                Checkpoint(**{**_fields(c), "run_id": rid, "state": c.state.replace(run.run_id, rid)})
+            )
+        new_approvals.append(Approval(**{**_fields(approval), "run_id": rid}))
+    Run.objects.bulk_create(new_runs)
+    Checkpoint.objects.bulk_create(new_checkpoints)
+    made = Approval.objects.bulk_create(new_approvals)
+    return [a.pk for a in made]
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if not f.primary_key}
+
+
+def _queries_per_request(token: str, approval_id: int) -> dict[str, int]:
+    """SQL queries one request makes, counted in this process with Django's test client."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
+    counts = {}
+    for name, call in (
+        ("runs", lambda: client.get("/api/v1/runs")),
+        (
+            "approve",
+            lambda: client.post(
+                f"/api/v1/approvals/{approval_id}/approve",
+                data=b'{"note": ""}',
+                content_type="application/json",
+            ),
+        ),
+        ("floor", lambda: client.get("/api/v1/bench-floor")),
+    ):
+        with CaptureQueriesContext(connection) as captured:
+            response = call()
+        if response.status_code >= 500:
+            raise RuntimeError(f"{name}: HTTP {response.status_code}")
+        counts[name] = len(captured.captured_queries)
+    return counts
+
+
+def run_api() -> list[Row]:
+    why = _missing() or _pg.reachable()
+    if why:
+        return [Row(BENCH_API, f"not measured: {why}", "", "", None)]
+    _pg.setup_django()
+    from tenants.api_keys import api_key_create
+    from tenants.models import Tenant
+
+    port = server()
+    user = _user("api", "bench-api")
+    _, token = api_key_create(tenant=Tenant.objects.get(slug="api"), user=user, name="bench")
+    rounds = 2 if quick() else 3
+    duration = 1.0 if quick() else 4.0
+    per_round = 20 if quick() else 100
+    conns = 8
+    approvals = _clone_waiting_runs(user, "api", per_round * (rounds + 1) + 60)
+    pool = list(approvals)
+    queries = _queries_per_request(token, pool.pop())
+    progress(f"{BENCH_API}: {len(approvals)} approvals ready to decide; queries per request {queries}")
+    pooled: dict[str, list[float]] = {"runs": [], "approve": [], "floor": []}
+    bad: dict[str, dict[int, int]] = {k: {} for k in pooled}
+
+    def load(name: str, requests: list[bytes] | None, template: bytes | None) -> float:
+        lat, statuses, elapsed = asyncio.run(_http_load(port, requests, template, duration, conns))
+        pooled[name].extend(lat)
+        for status, count in statuses.items():
+            if status != (404 if name == "floor" else 200):
+                bad[name][status] = bad[name].get(status, 0) + count
+        return len(lat) / elapsed
+
+    def approve() -> float:
+        ids = [pool.pop() for _ in range(per_round)]
+        return load(
+            "approve",
+            [_request("POST", f"/api/v1/approvals/{i}/approve", token, b'{"note": ""}') for i in ids],
+            None,
+        )
+
+    cases = {
+        "runs": lambda: load("runs", None, _request("GET", "/api/v1/runs", token)),
+        "approve": approve,
+        "floor": lambda: load("floor", None, _request("GET", "/api/v1/bench-floor", None)),
+    }
+    for case in cases.values():  # warm-up
+        case()
+    for k in pooled:
+        pooled[k].clear()
+    values = interleave(BENCH_API, cases, rounds=rounds)
+    fm = median(values["floor"])
+    rows = []
+    for name, label in (
+        ("runs", "GET /api/v1/runs (page of 50), API key"),
+        ("approve", "POST /api/v1/approvals/{id}/approve, API key"),
+        ("floor", "floor: GET unknown /api/v1/ path (JSON 404, no database)"),
+    ):
+        m = median(values[name])
+        p99 = _p(pooled[name], 0.99) * 1e3
+        rows.append(
+            Row(
+                BENCH_API,
+                label,
+                "throughput",
+                "req/s",
+                m,
+                values[name],
+                ratio=fm / m if name != "floor" else None,
+                ratio_to="floor req/s / this" if name != "floor" else "",
+                extra={
+                    "p99_ms": p99,
+                    "p50_ms": _p(pooled[name], 0.5) * 1e3,
+                    "connections": conns,
+                    "unexpected_status": bad[name],
+                    "queries_per_request": queries.get(name),
+                },
+                note=f"p50 {_p(pooled[name], 0.5) * 1e3:.1f} ms, p99 {p99:.1f} ms, {conns} connections"
+                + (f"; unexpected statuses {bad[name]}" if bad[name] else ""),
+            )
+        )
+    return rows

@@ -1,0 +1,332 @@
+"""2. Durable step cost on PostgreSQL: the Django stores vs LangGraph's PostgresSaver vs bare commits.
+
+The same step as benchmark 1. Keelgate runs over ``DjangoCheckpointStore``,
+``DjangoIdempotencyStore`` and ``DjangoAuditLog`` exactly as ``runs.engine.build_loop``
+wires them for the worker, fenced by the run's lease epoch, with a ``Run`` row per step
+created beforehand (untimed). Durable commits are counted twice: on the client, as
+transactions that changed or locked a row (an execute wrapper and a hook on commit),
+and on the server, as the change of ``pg_stat_database.xact_commit`` for the scratch
+database, which also counts read-only transactions.
+
+A fourth case drives each step with its own ``asyncio.run``, as ``runs/worker.py`` drives
+each run: Django keeps connections per thread, but per event loop inside a running
+loop, so every ``asyncio.run`` opens a new PostgreSQL connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bench import _pg
+from bench._common import Row, interleave, median, progress, quick
+from bench._scenario import AGENT, AS_OF, GOAL, TENANT, keelgate_loop, langgraph_graph, langgraph_step
+
+BENCH = "2. step, PostgreSQL"
+
+_WRITE_HEADS = ("INSERT", "UPDATE", "DELETE")
+
+
+class DjangoTxnCounter:
+    """Counts statements and transactions on one Django connection; writes are what fsync."""
+
+    def __init__(self, wrapper: Any) -> None:
+        self.wrapper = wrapper
+        self.queries = 0
+        self.transactions = 0
+        self.write_commits = 0
+        self._dirty = False
+
+    def _execute(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        text = sql.lstrip().upper()
+        write = text.startswith(_WRITE_HEADS) or "FOR UPDATE" in text
+        self.queries += 1
+        if self.wrapper.in_atomic_block:
+            self._dirty = self._dirty or write
+        else:  # autocommit: the statement is its own transaction
+            self.transactions += 1
+            self.write_commits += int(write)
+        return execute(sql, params, many, context)
+
+    @contextmanager
+    def attached(self) -> Iterator[DjangoTxnCounter]:
+        original = self.wrapper.commit
+
+        def commit() -> None:
+            self.transactions += 1
+            self.write_commits += int(self._dirty)
+            self._dirty = False
+            original()
+
+        self.wrapper.commit = commit
+        try:
+            with self.wrapper.execute_wrapper(self._execute):
+                yield self
+        finally:
+            del self.wrapper.commit
+
+
+def _new_runs(n: int) -> list[str]:
+    """``n`` Run rows leased at epoch 1, as a worker's claim leaves them (untimed)."""
+    from runs.models import Run, RunStatus
+
+    ids = [uuid.uuid4().hex for _ in range(n)]
+    Run.objects.bulk_create(
+        [
+            Run(
+                tenant_id=TENANT,
+                run_id=r,
+                agent=AGENT,
+                goal=GOAL,
+                as_of=AS_OF,
+                status=RunStatus.RUNNING,
+                lease_epoch=1,
+                lease_owner="bench",
+            )
+            for r in ids
+        ]
+    )
+    return ids
+
+
+async def keelgate_step(run_id: str) -> None:
+    """One step on the Django stores, fenced like the worker's."""
+    from audit.store import DjangoAuditLog
+    from runs.fencing import Fence
+    from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+
+    fence = Fence(TENANT, run_id, 1)
+    loop = keelgate_loop(
+        checkpoints=DjangoCheckpointStore(fence=fence),
+        idempotency=DjangoIdempotencyStore(fence=fence),
+        audit=DjangoAuditLog(),
+    )
+    result = await loop.run(goal=GOAL, tenant_id=TENANT, agent_id=AGENT, as_of=AS_OF, run_id=run_id)
+    if not result.goal_reached:
+        raise RuntimeError(f"the step stopped with {result.stop_reason}")
+
+
+def _stats_after(previous: int | None = None) -> int:
+    """``xact_commit`` once every closed backend has reported (it reports on exit)."""
+    time.sleep(0.3)
+    last = _pg.xact_commits()
+    for _ in range(30):
+        time.sleep(0.2)
+        now = _pg.xact_commits()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+class PgFloor:
+    """Bare ``INSERT`` + ``COMMIT`` transactions on one psycopg connection."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(_pg.BENCH_URL)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, v bytea)")
+        self.conn.commit()
+        self.payload = b"x" * 64
+
+    def commits(self, n: int) -> None:
+        conn = self.conn
+        for _ in range(n):
+            conn.execute("INSERT INTO bench_floor (v) VALUES (%s)", (self.payload,))
+            conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class CountingSaver:
+    """Counts a saver's writes: each ``put`` / ``put_writes`` is one pipelined transaction."""
+
+    def __init__(self, saver: Any) -> None:
+        self.puts = 0
+        put, put_writes = saver.put, saver.put_writes
+
+        def counted_put(*a: Any, **k: Any) -> Any:
+            self.puts += 1
+            return put(*a, **k)
+
+        def counted_put_writes(*a: Any, **k: Any) -> Any:
+            self.puts += 1
+            return put_writes(*a, **k)
+
+        saver.put, saver.put_writes = counted_put, counted_put_writes
+
+
+def calibrate(steps: int = 3) -> dict[str, Any]:
+    """Commits, transactions and queries per step for Keelgate and LangGraph (untimed)."""
+    from django.db import connections
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    ids = _new_runs(steps)
+    connections.close_all()
+    before = _stats_after()
+
+    async def go() -> DjangoTxnCounter:
+        counter = DjangoTxnCounter(connections["default"])
+        with counter.attached():
+            for r in ids:
+                await keelgate_step(r)
+        connections["default"].close()
+        return counter
+
+    counter = asyncio.run(go())
+    gc.collect()
+    after = _stats_after()
+    with PostgresSaver.from_conn_string(_pg.BENCH_URL) as saver:
+        saver.setup()
+    lg_before = _stats_after()
+    with PostgresSaver.from_conn_string(_pg.BENCH_URL) as saver:
+        counting = CountingSaver(saver)
+        graph = langgraph_graph(saver)
+        for _ in range(steps):
+            langgraph_step(graph)
+    lg_after = _stats_after()
+    return {
+        "keelgate_commits": counter.write_commits / steps,
+        "keelgate_transactions_client": counter.transactions / steps,
+        "keelgate_transactions_server": (after - before) / steps,
+        "keelgate_queries": counter.queries / steps,
+        "langgraph_commits": counting.puts / steps,
+        "langgraph_transactions_server": (lg_after - lg_before) / steps,
+    }
+
+
+def run() -> list[Row]:
+    why = _pg.reachable()
+    if why:
+        return [Row(BENCH, f"not measured: {why}", "", "", None)]
+    _pg.setup_django()
+    from django.db import connections
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    batch, rounds = (4, 3) if quick() else (20, 9)
+    counts = calibrate()
+    commits = round(counts["keelgate_commits"])
+    progress(
+        f"{BENCH}: Keelgate {counts['keelgate_commits']:.1f} write commits/step "
+        f"({counts['keelgate_transactions_server']:.1f} transactions by pg_stat_database, "
+        f"{counts['keelgate_queries']:.0f} queries); LangGraph {counts['langgraph_commits']:.1f} write "
+        f"commits ({counts['langgraph_transactions_server']:.1f} transactions)"
+    )
+    runner = asyncio.Runner()
+    floor = PgFloor()
+    manager = PostgresSaver.from_conn_string(_pg.BENCH_URL)
+    saver = manager.__enter__()
+    try:
+        graph = langgraph_graph(saver)
+
+        async def keelgate_batch(ids: list[str]) -> None:
+            for r in ids:
+                await keelgate_step(r)
+
+        def keelgate() -> float:
+            ids = _new_runs(batch)
+            t = time.perf_counter()
+            runner.run(keelgate_batch(ids))
+            return (time.perf_counter() - t) / batch * 1e6
+
+        def keelgate_as_worker() -> float:
+            ids = _new_runs(batch)
+            t = time.perf_counter()
+            for r in ids:
+                asyncio.run(keelgate_step(r))
+            elapsed = time.perf_counter() - t
+            gc.collect()  # closes the connections those loops left behind (untimed)
+            return elapsed / batch * 1e6
+
+        def langgraph() -> float:
+            t = time.perf_counter()
+            for _ in range(batch):
+                langgraph_step(graph)
+            return (time.perf_counter() - t) / batch * 1e6
+
+        def bare() -> float:
+            t = time.perf_counter()
+            for _ in range(batch):
+                floor.commits(commits)
+            return (time.perf_counter() - t) / batch * 1e6
+
+        cases = {"keelgate": keelgate, "langgraph": langgraph, "floor": bare}
+        if not quick():
+            cases["keelgate_per_asyncio_run"] = keelgate_as_worker
+        for case in cases.values():
+            case()
+        values = interleave(BENCH, cases, rounds=rounds)
+    finally:
+        runner.close()
+        floor.close()
+        manager.__exit__(None, None, None)
+        connections.close_all()
+    km, lm, fm = (median(values[n]) for n in ("keelgate", "langgraph", "floor"))
+    rows = [
+        Row(
+            BENCH,
+            "Keelgate (Django stores, fenced, as runs.engine wires them)",
+            "step",
+            "us/step",
+            km,
+            values["keelgate"],
+            extra={
+                "batch": batch,
+                "commits_per_step": counts["keelgate_commits"],
+                "transactions_per_step": counts["keelgate_transactions_server"],
+                "transactions_per_step_client": counts["keelgate_transactions_client"],
+                "queries_per_step": counts["keelgate_queries"],
+                "vs_langgraph": km / lm,
+                "vs_floor": km / fm,
+            },
+        ),
+        Row(
+            BENCH,
+            "LangGraph StateGraph + PostgresSaver, durability=sync",
+            "step",
+            "us/step",
+            lm,
+            values["langgraph"],
+            ratio=km / lm,
+            ratio_to="Keelgate / LangGraph",
+            extra={
+                "batch": batch,
+                "commits_per_step": counts["langgraph_commits"],
+                "transactions_per_step": counts["langgraph_transactions_server"],
+            },
+        ),
+        Row(
+            BENCH,
+            f"floor: {commits} x bare INSERT+COMMIT (psycopg, synchronous_commit=on)",
+            "step",
+            "us/step",
+            fm,
+            values["floor"],
+            ratio=km / fm,
+            ratio_to="Keelgate / floor",
+            extra={"batch": batch, "commits_per_step": commits, "us_per_commit": fm / commits},
+        ),
+    ]
+    if "keelgate_per_asyncio_run" in values:
+        wm = median(values["keelgate_per_asyncio_run"])
+        rows.append(
+            Row(
+                BENCH,
+                "Keelgate, one asyncio.run per step (as runs/worker.py: a new connection each)",
+                "step",
+                "us/step",
+                wm,
+                values["keelgate_per_asyncio_run"],
+                ratio=wm / km,
+                ratio_to="vs one event loop",
+                extra={"batch": batch},
+            )
+        )
+    return rows

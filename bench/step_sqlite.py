@@ -1,0 +1,162 @@
+"""1. Durable step cost on SQLite files: Keelgate vs LangGraph's SqliteSaver vs bare commits.
+
+One step is a whole run of the scenario in ``_scenario.py`` (plan, one READ, one WRITE,
+observe, verify), each on a new run id / thread id, all files in one scratch folder.
+Keelgate's durable commits are counted exactly, over its three stores, by a trace
+callback in a calibration batch that is not timed; the floor then performs that many
+bare ``INSERT`` + ``COMMIT`` transactions per step.
+
+A second pass repeats the comparison with ``synchronous=OFF`` on every connection: no
+fsync, so what remains is the engines' CPU and SQLite's own work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from bench._common import CommitCounter, Row, SqliteFloor, interleave, median, progress, quick, scratch
+from bench._scenario import SqliteKeelgate, SqliteLangGraph, langgraph_step, run_step
+
+BENCH = "1. step, SQLite"
+BENCH_OFF = "1b. step, SQLite, synchronous=OFF"
+
+
+def count_commits(k: SqliteKeelgate, g: SqliteLangGraph, steps: int = 3) -> dict[str, Any]:
+    """Durable commits and SQL statements per step, for both engines (calibration, untimed)."""
+    counter = CommitCounter()
+    for label, conn in k.connections().items():
+        counter.attach(label, conn)
+
+    async def go() -> None:
+        for _ in range(steps):
+            await run_step(k.loop)
+
+    asyncio.run(go())
+    counter.detach()
+    lg = CommitCounter()
+    lg.attach("langgraph", g.conn)
+    for _ in range(steps):
+        langgraph_step(g.graph)
+    lg.detach()
+    return {
+        "keelgate_commits": counter.total / steps,
+        "keelgate_commits_by_store": {k_: v / steps for k_, v in counter.commits.items()},
+        "keelgate_statements": sum(counter.statements.values()) / steps,
+        "langgraph_commits": lg.total / steps,
+        "langgraph_statements": sum(lg.statements.values()) / steps,
+    }
+
+
+def _set_sync(conns: list[Any], mode: str) -> None:
+    for conn in conns:
+        conn.execute(f"PRAGMA synchronous = {mode}")
+
+
+def run() -> list[Row]:
+    """Both passes; rows in microseconds per step."""
+    batch, rounds = (6, 4) if quick() else (30, 9)
+    rows: list[Row] = []
+    with scratch("step-sqlite") as root:
+        k = SqliteKeelgate(root)
+        g = SqliteLangGraph(root)
+        floor = SqliteFloor(root / "floor.sqlite3")
+        runner = asyncio.Runner()
+        try:
+            counts = count_commits(k, g)
+            commits = round(counts["keelgate_commits"])
+            progress(
+                f"{BENCH}: Keelgate commits {counts['keelgate_commits']:.1f}/step "
+                f"{counts['keelgate_commits_by_store']}, LangGraph {counts['langgraph_commits']:.1f}/step"
+            )
+
+            async def keelgate_batch() -> None:
+                for _ in range(batch):
+                    await run_step(k.loop)
+
+            def keelgate() -> float:
+                t = time.perf_counter()
+                runner.run(keelgate_batch())
+                return (time.perf_counter() - t) / batch * 1e6
+
+            def langgraph() -> float:
+                t = time.perf_counter()
+                for _ in range(batch):
+                    langgraph_step(g.graph)
+                return (time.perf_counter() - t) / batch * 1e6
+
+            def bare() -> float:
+                t = time.perf_counter()
+                for _ in range(batch):
+                    floor.commits(commits)
+                return (time.perf_counter() - t) / batch * 1e6
+
+            cases = {"keelgate": keelgate, "langgraph": langgraph, "floor": bare}
+            for case in cases.values():  # warm up: imports, caches, first pages
+                case()
+            for name, passes in ((BENCH, "FULL"), (BENCH_OFF, "OFF")):
+                conns = [*k.connections().values(), g.conn, floor.db]
+                _set_sync(conns, passes)
+                values = interleave(name, cases, rounds=rounds)
+                rows.extend(_rows(name, values, counts, commits, batch))
+            _set_sync([*k.connections().values(), g.conn, floor.db], "FULL")
+        finally:
+            runner.close()
+            k.close()
+            g.close()
+            floor.close()
+    return rows
+
+
+def _rows(
+    name: str, values: dict[str, list[float]], counts: dict[str, Any], commits: int, batch: int
+) -> list[Row]:
+    km, lm, fm = (median(values[n]) for n in ("keelgate", "langgraph", "floor"))
+    common = {"batch": batch}
+    return [
+        Row(
+            name,
+            "Keelgate (SqliteCheckpointStore + SqliteIdempotencyStore + SqliteAuditLog)",
+            "step",
+            "us/step",
+            km,
+            values["keelgate"],
+            extra={
+                **common,
+                "commits_per_step": counts["keelgate_commits"],
+                "commits_by_store": counts["keelgate_commits_by_store"],
+                "statements_per_step": counts["keelgate_statements"],
+                "vs_langgraph": km / lm,
+                "vs_floor": km / fm,
+            },
+        ),
+        Row(
+            name,
+            "LangGraph StateGraph + SqliteSaver, durability=sync",
+            "step",
+            "us/step",
+            lm,
+            values["langgraph"],
+            ratio=km / lm,
+            ratio_to="Keelgate / LangGraph",
+            extra={
+                **common,
+                "commits_per_step": counts["langgraph_commits"],
+                "statements_per_step": counts["langgraph_statements"],
+            },
+        ),
+        Row(
+            name,
+            f"floor: {commits} x bare INSERT+COMMIT (WAL, synchronous=FULL)"
+            if "OFF" not in name
+            else f"floor: {commits} x bare INSERT+COMMIT (WAL, synchronous=OFF)",
+            "step",
+            "us/step",
+            fm,
+            values["floor"],
+            ratio=km / fm,
+            ratio_to="Keelgate / floor",
+            extra={**common, "commits_per_step": commits, "us_per_commit": fm / commits},
+        ),
+    ]
