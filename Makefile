@@ -30,6 +30,8 @@ demo: $(VENV)/.installed-run
 # PostgreSQL: required when CI=true, skipped with a message on a laptop without it.
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@echo "== the console in a real browser (Chromium, Daphne and a worker as subprocesses) =="
+	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
 	@if $(BIN)/python -c "import psycopg; psycopg.connect('$(PG_URL)', connect_timeout=3).close()" 2>/dev/null; then \
 	  echo "== the Django suite on PostgreSQL =="; \
 	  DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/site $(PYTEST_ARGS); \

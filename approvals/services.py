@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from keelgate.errors import AlreadyDecidedError, NoteRequiredError
+from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError, NoteRequiredError
 from runs.engine import build_loop
 from runs.services import run_requeue
 from tenants.access import NotFoundError, require_role
@@ -38,13 +38,20 @@ def approval_decide(
         if approval.status != ApprovalStatus.PENDING:
             raise AlreadyDecidedError(approval.decided_by or approval.status)
         loop = build_loop(approval.agent)
-        if decision == "approve":
-            loop.approve(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
-        else:
-            loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+        expired = False
+        try:
+            if decision == "approve":
+                loop.approve(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+            else:
+                loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+        except ApprovalExpiredError:
+            # The engine has just saved the expiry (denied, audited): keep it, then say so.
+            expired = True
         approval.refresh_from_db()
         if approval.status != ApprovalStatus.PENDING:
             run_requeue(tenant_id=tenant_id, run_id=approval.run_id)
+    if expired:
+        raise ApprovalExpiredError(str(approval_id))
     return approval
 
 
@@ -74,9 +81,12 @@ def approvals_expire() -> int:
     expired = 0
     due = Approval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
     for approval in due.values("tenant_id", "run_id", "action_id", "agent"):
-        with transaction.atomic():
-            loop = build_loop(approval["agent"])
-            if loop.expire_approval(approval["tenant_id"], approval["run_id"], approval["action_id"]):
-                run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"])
-                expired += 1
+        try:
+            with transaction.atomic():
+                loop = build_loop(approval["agent"])
+                if loop.expire_approval(approval["tenant_id"], approval["run_id"], approval["action_id"]):
+                    run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"])
+                    expired += 1
+        except KeelgateError:  # e.g. its agent was removed: the others still expire
+            continue
     return expired

@@ -10,11 +10,12 @@ answered with fixed wording, never the exception's text.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
@@ -69,6 +70,7 @@ MALFORMED_BODY = "The request body is not valid JSON."
 BODY_TOO_LARGE = "The request body is too large."
 UNAUTHENTICATED = "Authenticate with 'Authorization: Bearer <API key>' or a session cookie."
 NOT_FOUND = "Not found."
+METHOD_NOT_ALLOWED = "This path does not take that method; see the Allow header."
 INTERNAL = "Keelgate failed to handle the request; the error was logged."
 
 api = NinjaAPI(
@@ -175,10 +177,31 @@ def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return _error(request, 500, "internal_error", INTERNAL)
 
 
+def with_json_405(urls: Any) -> Any:
+    """``api.urls`` with ninja's bare 405 (a known path, another method) worded as the API's errors."""
+    patterns, app_name, namespace = urls
+    for pattern in patterns:
+        pattern.callback = _json_405(pattern.callback)
+    return patterns, app_name, namespace
+
+
+def _json_405(view: Any) -> Any:
+    @functools.wraps(view)  # keeps csrf_exempt and ninja's markers
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and not response.get("Content-Type", "").startswith(
+            "application/json"
+        ):
+            allowed = response.get("Allow", "")
+            response = JsonResponse({"code": "method_not_allowed", "detail": METHOD_NOT_ALLOWED}, status=405)
+            response["Allow"] = allowed
+        return response
+
+    return wrapper
+
+
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
     """Any other path under /api/v1/: the same JSON 404 (Django would answer HTML)."""
-    from django.http import JsonResponse
-
     return JsonResponse({"code": "not_found", "detail": NOT_FOUND}, status=404)
 
 

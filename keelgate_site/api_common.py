@@ -21,10 +21,11 @@ from typing import Annotated, Any
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from ninja import Query, Schema
+from ninja import Query
 from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 from ninja.utils import check_csrf
+from pydantic import BaseModel
 
 from keelgate.errors import KeelgateError
 from tenants.access import NotFoundError, require_role, tenant_ids_for
@@ -59,7 +60,7 @@ MAX_ID = 2**63 - 1
 """The largest database id: a bigger number is a validation error, not a database one."""
 
 
-class ErrorOut(Schema):
+class ErrorOut(BaseModel):
     """Every error: a stable ``code`` programs compare, and fixed wording people read."""
 
     code: str

@@ -3,10 +3,10 @@
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from keelgate_site.api import api, api_not_found
+from keelgate_site.api import api, api_not_found, with_json_405
 
 urlpatterns = [
-    path("", api.urls),
+    path("", with_json_405(api.urls)),
     # Last: a path no operation matches is still answered in the API's JSON error shape.
     re_path(r"^.*$", csrf_exempt(api_not_found)),
 ]

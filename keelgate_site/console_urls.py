@@ -18,9 +18,11 @@ urlpatterns = [
     path("approvals/<int:pk>/deny/", approvals.deny, name="approval-deny"),
     path("unknown/<int:pk>/reconcile/", approvals.reconcile, name="unknown-reconcile"),
     path("runs/", runs.run_list, name="runs"),
-    path("runs/<slug:tenant_id>/<str:run_id>/", runs.run_detail, name="run"),
-    path("runs/<slug:tenant_id>/<str:run_id>/status/", runs.run_status, name="run-status"),
-    path("runs/<slug:tenant_id>/<str:run_id>/resume/", runs.run_resume_view, name="run-resume"),
+    # Run ids are opaque (an API client may choose one with a slash): the suffixed
+    # routes come first so "<run>/status/" is never read as a run id.
+    path("runs/<slug:tenant_id>/<path:run_id>/status/", runs.run_status, name="run-status"),
+    path("runs/<slug:tenant_id>/<path:run_id>/resume/", runs.run_resume_view, name="run-resume"),
+    path("runs/<slug:tenant_id>/<path:run_id>/", runs.run_detail, name="run"),
     path("audit/", audit.audit_index, name="audit"),
     path("audit/<slug:tenant_id>/", audit.audit_chain, name="audit-chain"),
     path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),

@@ -1,0 +1,178 @@
+"""The inbox API: approvals to decide and unknown outcomes to reconcile.
+
+Decisions go through the same services as the console (same rules, same audit events,
+attributed to the key's or the session's user). Deciding an item somebody already
+settled is 409 ``approval_already_decided``, naming who settled it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from django.http import HttpRequest
+from ninja import Path, Query, Router
+
+from approvals.schemas import (
+    ApprovalOut,
+    ApprovalPageOut,
+    ApproveIn,
+    DenyIn,
+    ReconcileIn,
+    UnknownOutcomeOut,
+    UnknownOutcomePageOut,
+    approval_out,
+    unknown_outcome_out,
+)
+from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
+from approvals.services import approval_decide, unknown_reconcile
+from keelgate_site.api_common import API_AUTH as AUTH
+from keelgate_site.api_common import (
+    CURSOR,
+    MAX_ID,
+    READ_ERRORS,
+    WRITE_ERRORS,
+    TenantQuery,
+    caller_of,
+    keyset_page,
+    responses,
+)
+from runs.schemas import ACTION_ID, RUN_ID
+
+router = Router(tags=["inbox"], auth=AUTH)
+
+ApprovalIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The approval's id.")]
+Cursor = Annotated[str, Query(None, pattern=CURSOR, description="From `next_cursor`.")]
+Limit = Annotated[int, Query(50, ge=1, le=200)]
+ApprovalFilter = Literal["pending", "approved", "denied", "expired", "all"]
+
+
+@router.get(
+    "/approvals",
+    response=responses({200: ApprovalPageOut}, READ_ERRORS),
+    summary="List approvals",
+    description="The tenant's approvals, newest first: pending ones unless `status` says otherwise.",
+)
+def list_approvals(
+    request: HttpRequest,
+    status: Annotated[ApprovalFilter, Query("pending")] = "pending",
+    cursor: Cursor = None,
+    limit: Limit = 50,
+    tenant: TenantQuery = None,
+) -> ApprovalPageOut:
+    caller = caller_of(request, tenant)
+    rows = approvals_for(tenant_ids=caller.tenant_ids, status=None if status == "all" else status)
+    page, next_cursor = keyset_page(rows, field="requested_at", cursor=cursor, limit=limit)
+    return ApprovalPageOut(items=[approval_out(row) for row in page], next_cursor=next_cursor)
+
+
+@router.get(
+    "/approvals/{approval_id}",
+    response=responses({200: ApprovalOut}, READ_ERRORS),
+    summary="Read an approval",
+)
+def get_approval(
+    request: HttpRequest, approval_id: ApprovalIdPath, tenant: TenantQuery = None
+) -> ApprovalOut:
+    caller = caller_of(request, tenant)
+    return approval_out(approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id))
+
+
+@router.post(
+    "/approvals/{approval_id}/approve",
+    response=responses({200: ApprovalOut}, WRITE_ERRORS),
+    summary="Approve a proposed call",
+    description=(
+        "Your approval, with an optional note. The item stays pending while a four-eyes rule "
+        "needs another person. 409 `approval_already_decided` (naming who) if it was settled, "
+        "`approval_duplicate_approver` if you already approved; 403 for a viewer."
+    ),
+)
+def approve(
+    request: HttpRequest,
+    approval_id: ApprovalIdPath,
+    payload: ApproveIn | None = None,
+    tenant: TenantQuery = None,
+) -> ApprovalOut:
+    caller = caller_of(request, tenant)
+    approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id)
+    row = approval_decide(
+        tenant_id=caller.tenant_id,
+        approval_id=approval_id,
+        user=caller.user,
+        decision="approve",
+        note=payload.note if payload is not None else "",
+    )
+    return approval_out(row)
+
+
+@router.post(
+    "/approvals/{approval_id}/deny",
+    response=responses({200: ApprovalOut}, WRITE_ERRORS),
+    summary="Deny a proposed call",
+    description=(
+        "Deny with a required `note` (422 `note_required` if it is blank). 409 "
+        "`approval_already_decided` (naming who) if it was settled; 403 for a viewer."
+    ),
+)
+def deny(
+    request: HttpRequest, approval_id: ApprovalIdPath, payload: DenyIn, tenant: TenantQuery = None
+) -> ApprovalOut:
+    caller = caller_of(request, tenant)
+    approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id)
+    row = approval_decide(
+        tenant_id=caller.tenant_id,
+        approval_id=approval_id,
+        user=caller.user,
+        decision="deny",
+        note=payload.note,
+    )
+    return approval_out(row)
+
+
+@router.get(
+    "/unknown-outcomes",
+    response=responses({200: UnknownOutcomePageOut}, READ_ERRORS),
+    summary="List unknown outcomes",
+    description="Calls whose outcome nobody knows, newest first: open ones unless `state` says otherwise.",
+)
+def list_unknown_outcomes(
+    request: HttpRequest,
+    state: Annotated[Literal["open", "settled", "all"], Query("open")] = "open",
+    cursor: Cursor = None,
+    limit: Limit = 50,
+    tenant: TenantQuery = None,
+) -> UnknownOutcomePageOut:
+    caller = caller_of(request, tenant)
+    settled = {"open": False, "settled": True, "all": None}[state]
+    rows = unknown_outcomes_for(tenant_ids=caller.tenant_ids, settled=settled)
+    page, next_cursor = keyset_page(rows, field="detected_at", cursor=cursor, limit=limit)
+    return UnknownOutcomePageOut(items=[unknown_outcome_out(row) for row in page], next_cursor=next_cursor)
+
+
+@router.post(
+    "/runs/{run_id}/actions/{action_id}/reconcile",
+    response=responses({200: UnknownOutcomeOut}, WRITE_ERRORS),
+    summary="Reconcile an unknown outcome",
+    description=(
+        "Say whether the call took effect (`executed`), with a `note` saying how you know. "
+        "409 `approval_already_decided` (naming who) if it was settled, `call_may_be_running` "
+        "while its lease lasts; 403 below the reconciler role."
+    ),
+)
+def reconcile(
+    request: HttpRequest,
+    run_id: Annotated[str, Path(pattern=RUN_ID, max_length=128)],
+    action_id: Annotated[str, Path(pattern=ACTION_ID, max_length=64)],
+    payload: ReconcileIn,
+    tenant: TenantQuery = None,
+) -> UnknownOutcomeOut:
+    caller = caller_of(request, tenant)
+    item = unknown_outcome_get(tenant_ids=caller.tenant_ids, run_id=run_id, action_id=action_id)
+    item = unknown_reconcile(
+        tenant_id=caller.tenant_id,
+        item_id=item.pk,
+        user=caller.user,
+        executed=payload.executed,
+        note=payload.note,
+    )
+    return unknown_outcome_out(item)

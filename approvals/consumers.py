@@ -1,0 +1,220 @@
+"""The live inbox over a websocket: per-tenant groups, authenticated from the session.
+
+A browser connects to ``/ws/inbox/`` (``?items=1`` on the inbox page, counts only
+elsewhere) and sends :class:`~approvals.events.ResumeRequest` with the last chain
+number it has seen per tenant. The consumer joins the group of every tenant the user
+belongs to and answers with HTML for htmx's websocket extension: out-of-band swaps that
+insert, replace or remove inbox items, and update the navigation counts.
+
+Updates are driven by the audit chain (see :mod:`approvals.outbox`): a batch names the
+runs its events touched, and the consumer re-reads the inbox rows of those runs and
+renders each as this user sees it (their role, whether they already voted). A batch is
+only a hint: numbers already seen are ignored, and a gap (a dropped message, a long
+disconnect) is read from the chain itself, or answered with a fresh list.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import import_module
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
+from django.template.loader import render_to_string
+from pydantic import ValidationError
+
+from approvals.events import OutboxBatch, ResumeRequest, tenant_group
+from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from approvals.outbox import OutboxTailer, read_heads, read_items, tailer
+from approvals.selectors import approvals_for, inbox_counts, unknown_outcomes_for
+from approvals.views import INBOX_LIMIT, approval_entry, unknown_entry
+from tenants.models import Membership
+
+CLOSE_UNAUTHENTICATED = 4401
+"""Not logged in, or the session ended: the page should log in again (no auto-reconnect)."""
+CLOSE_BAD_MESSAGE = 4400
+
+CATCHUP_LIMIT = 500
+"""Beyond this many missed events, send a fresh list instead of replaying them."""
+
+SESSION_RECHECK_SECONDS = 30.0
+
+
+def _roles(user: Any) -> dict[str, str]:
+    rows = Membership.objects.filter(user=user).values_list("tenant__slug", "role")
+    return dict(sorted(rows))
+
+
+class InboxConsumer(AsyncWebsocketConsumer):
+    """One browser tab's live inbox."""
+
+    tenants: dict[str, str]
+    """The user's role per tenant slug, read at connect."""
+    since: dict[str, int]
+    """Per tenant, the chain number whose effects this browser has been sent."""
+
+    async def connect(self) -> None:
+        self.tenants, self.since, self._tailer = {}, {}, None
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.user = user
+        self.username = user.get_username()
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        self.items = query.get("items") == ["1"]
+        self.tenants = await database_sync_to_async(_roles)(user)
+        for tenant_id in self.tenants:
+            await self.channel_layer.group_add(tenant_group(tenant_id), self.channel_name)
+        # Joined first, then read the heads: a batch sent from now on reaches this
+        # consumer, and everything before it is at most these numbers.
+        self.since = await database_sync_to_async(read_heads)(list(self.tenants))
+        self._session_checked = time.monotonic()
+        await self.accept()
+        if self.tenants:
+            self._tailer = tailer()
+            self._tailer.watch(self.since)
+
+    async def disconnect(self, code: int) -> None:
+        watcher: OutboxTailer | None = getattr(self, "_tailer", None)
+        if watcher is not None:
+            watcher.unwatch(list(self.tenants))
+            self._tailer = None
+        for tenant_id in getattr(self, "tenants", {}):
+            await self.channel_layer.group_discard(tenant_group(tenant_id), self.channel_name)
+
+    # -- from the browser -------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """Only :class:`ResumeRequest` is accepted; anything else closes the socket."""
+        if not hasattr(self, "user"):
+            return
+        try:
+            request = ResumeRequest.model_validate_json(text_data or "")
+        except ValidationError:
+            await self.close(code=CLOSE_BAD_MESSAGE)
+            return
+        html = await database_sync_to_async(self._catch_up)(request.since)
+        await self.send(text_data=html)
+
+    # -- from the outbox tailer ---------------------------------------------------------
+
+    async def outbox_batch(self, message: dict[str, Any]) -> None:
+        """New events of one of the user's tenants: patch the browser's inbox."""
+        batch = OutboxBatch.model_validate(message)
+        if batch.tenant_id not in self.tenants or batch.last_seq <= self.since.get(batch.tenant_id, 0):
+            return
+        if time.monotonic() - self._session_checked > SESSION_RECHECK_SECONDS:
+            if not await database_sync_to_async(self._session_alive)():
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            self._session_checked = time.monotonic()
+        html = await database_sync_to_async(self._apply)(batch)
+        await self.send(text_data=html)
+
+    # -- sync work (a thread) ----------------------------------------------------------
+
+    def _session_alive(self) -> bool:
+        """The session still exists and still belongs to this user (not logged out)."""
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        if not key:
+            return False
+        store = import_module(settings.SESSION_ENGINE).SessionStore(key)
+        return bool(store.load().get(SESSION_KEY) == str(self.user.pk))
+
+    def _catch_up(self, client_since: dict[str, int]) -> str:
+        heads = read_heads(list(self.tenants))
+        touched: dict[str, set[str]] = {}
+        full = False
+        for tenant_id, head in heads.items():
+            seen = client_since.get(tenant_id, self.since.get(tenant_id, head))
+            if seen > head or head - seen > CATCHUP_LIMIT:
+                full = True  # another database, or away too long: start over
+            elif head > seen and self.items:
+                items, complete = read_items(tenant_id, seen, CATCHUP_LIMIT)
+                full = full or not complete
+                touched[tenant_id] = {i.run_id for i in items if i.run_id and i.seq <= head}
+            self.since[tenant_id] = head
+        return self._render(touched, full=full)
+
+    def _apply(self, batch: OutboxBatch) -> str:
+        tenant_id, seen = batch.tenant_id, self.since.get(batch.tenant_id, 0)
+        full = False
+        if batch.complete and batch.first_seq <= seen + 1:
+            items = [i for i in batch.items if i.seq > seen]
+            last = batch.last_seq
+        else:
+            # A batch went missing (or was too big to list): read the stretch from the chain.
+            items, complete = read_items(tenant_id, seen, CATCHUP_LIMIT)
+            full = not complete
+            last = max([batch.last_seq, *(i.seq for i in items)])
+        self.since[tenant_id] = max(seen, last)
+        return self._render({tenant_id: {i.run_id for i in items if i.run_id}}, full=full)
+
+    def _render(self, touched: dict[str, set[str]], *, full: bool) -> str:
+        """Counts always; with ``items``, the touched runs' inbox rows (or the whole list)."""
+        context: dict[str, Any] = {
+            "counts": inbox_counts(tenant_ids=list(self.tenants)),
+            "items": self.items,
+            "full": full,
+            "since_json": json.dumps(self.since, sort_keys=True),
+        }
+        if self.items and full:
+            ids = list(self.tenants)
+            context["approvals"] = [self._approval(r) for r in approvals_for(tenant_ids=ids)[:INBOX_LIMIT]]
+            context["unknowns"] = [
+                self._unknown(r) for r in unknown_outcomes_for(tenant_ids=ids)[:INBOX_LIMIT]
+            ]
+        elif self.items:
+            upsert_a, upsert_u, gone_a, gone_u = [], [], [], []
+            for tenant_id, run_ids in touched.items():
+                if not run_ids:
+                    continue
+                for row in approvals_for(tenant_ids=[tenant_id], status=None).filter(run_id__in=run_ids):
+                    if row.status == ApprovalStatus.PENDING:
+                        upsert_a.append(self._approval(row))
+                    else:
+                        gone_a.append((f"item-a-{row.pk}", self._settled_note(row)))
+                unknowns = unknown_outcomes_for(tenant_ids=[tenant_id], settled=None).filter(
+                    run_id__in=run_ids
+                )
+                for row in unknowns:
+                    if not row.settled:
+                        upsert_u.append(self._unknown(row))
+                    else:
+                        gone_u.append((f"item-u-{row.pk}", self._settled_note(row)))
+            context.update(
+                {
+                    "upsert_approvals": upsert_a,
+                    "upsert_unknowns": upsert_u,
+                    "gone_approvals": gone_a,
+                    "gone_unknowns": gone_u,
+                }
+            )
+        return render_to_string("approvals/_live.html", context)
+
+    def _approval(self, row: Approval) -> Any:
+        return approval_entry(row, role=self.tenants.get(row.tenant_id), username=self.username)
+
+    def _unknown(self, row: UnknownOutcome) -> Any:
+        return unknown_entry(row, role=self.tenants.get(row.tenant_id))
+
+    def _settled_note(self, row: Approval | UnknownOutcome) -> str:
+        """Who settled an item, for the 'settled elsewhere' flash; empty if it was this user."""
+        if isinstance(row, Approval):
+            if row.status == ApprovalStatus.EXPIRED:
+                return f"{row.tool} in run {row.run_id} expired"
+            if row.decided_by == self.username:
+                return ""
+            return f"{row.tool} in run {row.run_id} {row.status} by {row.decided_by or 'someone'}"
+        if row.settled_by == self.username:
+            return ""
+        verdict = "executed" if row.executed else "not executed"
+        return f"{row.tool} in run {row.run_id} reconciled as {verdict} by {row.settled_by or 'someone'}"

@@ -1,0 +1,168 @@
+"""Wire formats of the inbox API: inputs (``extra="forbid"``) and outputs, separate classes.
+
+A proposed call's arguments are untrusted: they are returned as JSON text, never
+interpreted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+from pydantic import BaseModel, ConfigDict, Field
+
+from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+
+__all__ = [
+    "ApprovalOut",
+    "ApprovalPageOut",
+    "ApproveIn",
+    "DenyIn",
+    "ReconcileIn",
+    "UnknownOutcomeOut",
+    "UnknownOutcomePageOut",
+    "approval_out",
+    "unknown_outcome_out",
+]
+
+_IN = ConfigDict(extra="forbid")
+_TEXT = r"^[^\x00]*$"
+_SAYS_SOMETHING = r"^[^\x00]*[^\x00\s][^\x00]*$"
+"""A note must hold more than whitespace (and no NUL)."""
+
+
+class ApproveIn(Schema):
+    """Approve, with an optional note."""
+
+    model_config = _IN
+
+    note: str = Field("", max_length=2_000, pattern=_TEXT)
+
+
+class DenyIn(Schema):
+    """Deny: the note saying why is required."""
+
+    model_config = _IN
+
+    note: str = Field(min_length=1, max_length=2_000, pattern=_SAYS_SOMETHING, description="Why (required).")
+
+
+class ReconcileIn(Schema):
+    """Settle an unknown outcome: did the call take effect? The note says how you know."""
+
+    model_config = _IN
+
+    executed: bool
+    note: str = Field(min_length=1, max_length=2_000, pattern=_SAYS_SOMETHING, description="How you know.")
+
+
+class VoteOut(BaseModel):
+    """One approver's vote so far."""
+
+    by: str
+    at: datetime | None
+    note: str
+
+
+class ApprovalOut(BaseModel):
+    """A proposed call waiting for (or decided by) people."""
+
+    id: int
+    run_id: str
+    action_id: str
+    agent: str
+    tool: str
+    arguments: str = Field(description="The proposed arguments as JSON text. Untrusted.")
+    reason: str
+    required: int = Field(description="Distinct approvers needed.")
+    votes: list[VoteOut]
+    status: ApprovalStatus
+    requested_at: datetime
+    expires_at: datetime | None
+    decided_by: str | None
+    decided_at: datetime | None
+    note: str
+
+
+class ApprovalPageOut(BaseModel):
+    """One page of approvals, newest first; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    items: list[ApprovalOut]
+    next_cursor: str | None
+
+
+class UnknownOutcomeOut(BaseModel):
+    """A side-effecting call whose outcome nobody knows, open or settled."""
+
+    id: int
+    run_id: str
+    action_id: str
+    agent: str
+    tool: str
+    arguments: str = Field(description="The call's arguments as JSON text. Untrusted.")
+    idempotency_key: str = Field(description="Look the call up downstream by this key.")
+    code: str | None
+    detected_at: datetime
+    settled: bool
+    settled_by: str | None
+    settled_at: datetime | None
+    executed: bool | None
+    note: str
+
+
+class UnknownOutcomePageOut(BaseModel):
+    """One page of unknown outcomes, newest first."""
+
+    items: list[UnknownOutcomeOut]
+    next_cursor: str | None
+
+
+def _votes(raw: Any) -> list[VoteOut]:
+    votes = raw if isinstance(raw, list) else []
+    return [
+        VoteOut(by=str(v.get("by", "")), at=v.get("at"), note=str(v.get("note", "")))
+        for v in votes
+        if isinstance(v, dict)
+    ]
+
+
+def approval_out(row: Approval) -> ApprovalOut:
+    """The wire form of an inbox row."""
+    return ApprovalOut(
+        id=row.pk,
+        run_id=row.run_id,
+        action_id=row.action_id,
+        agent=row.agent,
+        tool=row.tool,
+        arguments=row.arguments,
+        reason=row.reason,
+        required=row.required,
+        votes=_votes(row.votes),
+        status=row.status,
+        requested_at=row.requested_at,
+        expires_at=row.expires_at,
+        decided_by=row.decided_by or None,
+        decided_at=row.decided_at,
+        note=row.note,
+    )
+
+
+def unknown_outcome_out(row: UnknownOutcome) -> UnknownOutcomeOut:
+    """The wire form of an unknown outcome."""
+    return UnknownOutcomeOut(
+        id=row.pk,
+        run_id=row.run_id,
+        action_id=row.action_id,
+        agent=row.agent,
+        tool=row.tool,
+        arguments=row.arguments,
+        idempotency_key=row.idempotency_key,
+        code=row.code or None,
+        detected_at=row.detected_at,
+        settled=row.settled,
+        settled_by=row.settled_by or None,
+        settled_at=row.settled_at,
+        executed=row.executed,
+        note=row.note,
+    )

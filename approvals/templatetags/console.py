@@ -1,0 +1,88 @@
+"""Filters for untrusted text and small display helpers, plus the navigation counts.
+
+None of these marks anything safe: they return plain strings, and the template engine
+escapes them like any other value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+from django.urls import NoReverseMatch, reverse
+
+from approvals.selectors import inbox_counts
+from keelgate.errors import message_for
+
+register = template.Library()
+
+
+@register.filter
+def pretty_json(text: Any) -> str:
+    """JSON text (or a value) indented for reading; anything that is not JSON, as is."""
+    if text is None:
+        return ""
+    value = text
+    if isinstance(text, (str, bytes)):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text if isinstance(text, str) else text.decode("utf-8", "replace")
+    try:
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(text)
+
+
+@register.filter
+def error_wording(code: str | None) -> str:
+    """The fixed wording of an error code (trusted: it comes from ``keelgate.errors``)."""
+    return message_for(code) if code else ""
+
+
+@register.filter
+def short_hash(value: str | None) -> str:
+    """The first 12 hex digits of a hash."""
+    return (value or "")[:12]
+
+
+@register.filter
+def percent(used: Any, limit: Any) -> int:
+    """``used`` as a whole percentage of ``limit``, clamped to 0..100 (0 without a limit)."""
+    try:
+        used_f, limit_f = float(used or 0), float(limit)
+    except (TypeError, ValueError):
+        return 0
+    if limit_f <= 0:
+        return 100 if used_f > 0 else 0
+    return max(0, min(100, round(100 * used_f / limit_f)))
+
+
+@register.filter
+def run_url(tenant_id: str, run_id: Any) -> str:
+    """The run page's URL, or "" when ``run_id`` (read from an audit body) is not a run id."""
+    if not isinstance(run_id, str) or not run_id or len(run_id) > 128:
+        return ""
+    try:
+        return reverse("run", args=[tenant_id, run_id])
+    except NoReverseMatch:
+        return ""
+
+
+@register.simple_tag(takes_context=True)
+def nav_counts(context: template.Context) -> dict[str, int]:
+    """How many approvals and unknown outcomes wait in the user's tenants.
+
+    A view that already counted passes ``nav_counts`` in its context; otherwise two
+    count queries.
+    """
+    known = context.get("nav_counts")
+    if isinstance(known, dict):
+        return known
+    request = context.get("request")
+    if request is None or not request.user.is_authenticated:
+        return {"approvals": 0, "unknown": 0}
+    from tenants.views import tenant_ids
+
+    return inbox_counts(tenant_ids=tenant_ids(request))

@@ -1,0 +1,273 @@
+"""The inbox and the decisions taken from it: approve, deny, reconcile.
+
+Views parse the form, call one service and render what happened; every write goes
+through ``approvals.services``. A decision form works with and without JavaScript:
+htmx posts it and swaps the item in place (a settled item disappears, a flash says
+what happened), a plain post redirects back with the same flash.
+
+The item templates are also rendered by the websocket consumer for live updates, so
+the functions that build them take a role and a username, not a request.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import Approval, UnknownOutcome
+from approvals.outbox import read_heads
+from approvals.selectors import approval_get, approvals_for, inbox_counts, unknown_outcomes_for
+from approvals.services import approval_decide, unknown_reconcile
+from keelgate.errors import (
+    AlreadyDecidedError,
+    ApprovalError,
+    ApprovalExpiredError,
+    CallMayBeRunningError,
+    DuplicateApproverError,
+    KeelgateError,
+    NoteRequiredError,
+    NotReconcilableError,
+)
+from tenants.access import ForbiddenError, NotFoundError
+from tenants.models import ROLE_RANK, Role
+from tenants.views import console_page, memberships, tenant_ids
+
+INBOX_LIMIT = 100
+"""Items per section on one page: the inbox is a work queue, not an archive."""
+
+NOTE_MAX = 2000
+
+Level = Literal["success", "info", "warning", "error"]
+
+
+# -- presentation shared with the consumer -----------------------------------------------
+
+
+def role_allows(role: str | None, needed: str) -> bool:
+    """True if ``role`` (a Role value, or None for no membership) is at least ``needed``."""
+    return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+
+
+@dataclass(frozen=True)
+class InboxEntry:
+    """One inbox item as a template shows it, with what this user may do with it."""
+
+    kind: Literal["approval", "unknown"]
+    row: Approval | UnknownOutcome
+    can_act: bool
+    """Approver (approvals) or reconciler (unknown outcomes) in the item's tenant."""
+    voted: bool = False
+    """This user already approved (four-eyes: someone else must add the second approval)."""
+
+    @property
+    def dom_id(self) -> str:
+        """The element id the live updates find the item by."""
+        return f"item-{'a' if self.kind == 'approval' else 'u'}-{self.row.pk}"
+
+    @property
+    def template(self) -> str:
+        return "approvals/_approval.html" if self.kind == "approval" else "approvals/_unknown.html"
+
+
+def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEntry:
+    """An approval as ``username`` (with ``role`` in its tenant) sees it."""
+    voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
+    return InboxEntry("approval", row, can_act=role_allows(role, Role.APPROVER), voted=voted)
+
+
+def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
+    """An unknown outcome as a user with ``role`` in its tenant sees it."""
+    return InboxEntry("unknown", row, can_act=role_allows(role, Role.RECONCILER))
+
+
+def render_entry(
+    entry: InboxEntry,
+    *,
+    request: HttpRequest | None = None,
+    error: str = "",
+    values: dict[str, str] | None = None,
+) -> str:
+    """The item's HTML; with a request, its forms carry the CSRF token and a return path."""
+    context: dict[str, Any] = {"entry": entry, "item": entry.row, "error": error, "values": values or {}}
+    if request is not None:
+        # Where a plain (no-JS) post returns to: the page the form was shown on.
+        context["next"] = (
+            request.POST.get("next", "") if request.method == "POST" else request.get_full_path()
+        )
+    return render_to_string(entry.template, context, request=request)
+
+
+# -- the inbox page --------------------------------------------------------------------
+
+
+@require_GET
+@console_page
+def inbox(request: HttpRequest) -> HttpResponse:
+    """Pending approvals and unknown outcomes of the user's tenants, newest first, live."""
+    by_tenant = memberships(request)
+    ids = list(by_tenant)
+    # The chain heads first: anything committed after this read is replayed over the
+    # websocket, so an item can arrive twice (harmless) but never be missed.
+    since = read_heads(ids)
+    username = request.user.get_username()
+    approvals = [
+        approval_entry(row, role=by_tenant[row.tenant_id].role, username=username)
+        for row in approvals_for(tenant_ids=ids)[:INBOX_LIMIT]
+    ]
+    unknowns = [
+        unknown_entry(row, role=by_tenant[row.tenant_id].role)
+        for row in unknown_outcomes_for(tenant_ids=ids)[:INBOX_LIMIT]
+    ]
+    counts = inbox_counts(tenant_ids=ids)
+    return render(
+        request,
+        "approvals/inbox.html",
+        {
+            "approvals": approvals,
+            "unknowns": unknowns,
+            "nav_counts": counts,
+            "since_json": json.dumps(since, sort_keys=True),
+            "limit": INBOX_LIMIT,
+            "has_tenants": bool(ids),
+            "live_items": True,
+        },
+    )
+
+
+# -- decisions ---------------------------------------------------------------------------
+
+
+@require_POST
+@console_page
+def approve(request: HttpRequest, pk: int) -> HttpResponse:
+    """Approve one pending approval (optional note)."""
+    return _decide(request, pk, "approve")
+
+
+@require_POST
+@console_page
+def deny(request: HttpRequest, pk: int) -> HttpResponse:
+    """Deny one pending approval (a reason is required: the planner reads it)."""
+    return _decide(request, pk, "deny")
+
+
+def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"]) -> HttpResponse:
+    row = approval_get(tenant_ids=tenant_ids(request), approval_id=pk)
+    role = memberships(request)[row.tenant_id].role
+    username = request.user.get_username()
+    note = request.POST.get("note", "")
+    entry = approval_entry(row, role=role, username=username)
+    if len(note) > NOTE_MAX:
+        return _reply(
+            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
+        )
+    try:
+        decided = approval_decide(
+            tenant_id=row.tenant_id, approval_id=row.pk, user=request.user, decision=decision, note=note
+        )
+    except NoteRequiredError:
+        return _reply(request, entry, 400, "error", "A reason is required to deny.", keep=True)
+    except AlreadyDecidedError as exc:
+        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+    except DuplicateApproverError:
+        return _reply(
+            request,
+            entry,
+            409,
+            "warning",
+            "You already approved this: a different person must approve it too.",
+        )
+    except ApprovalExpiredError:
+        return _reply(request, entry, 409, "warning", "This approval expired: it is denied (fail closed).")
+    except ApprovalError as exc:
+        return _reply(request, entry, 409, "error", exc.message)
+    if decided.status == "pending":
+        left = decided.required - len(decided.votes)
+        text = f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
+        return _reply(
+            request, approval_entry(decided, role=role, username=username), 200, "info", text, keep=True
+        )
+    verb = "Approved" if decision == "approve" else "Denied"
+    return _reply(
+        request, entry, 200, "success", f"{verb} {row.tool} in run {row.run_id}: the run is queued."
+    )
+
+
+@require_POST
+@console_page
+def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
+    """Settle an unknown outcome as executed or not executed, with a required note."""
+    by_tenant = memberships(request)
+    row = unknown_outcomes_for(tenant_ids=list(by_tenant), settled=None).filter(pk=pk).first()
+    if row is None:
+        raise NotFoundError()
+    entry = unknown_entry(row, role=by_tenant[row.tenant_id].role)
+    executed_text = request.POST.get("executed", "")
+    note = request.POST.get("note", "")
+    values = {"executed": executed_text, "note": note}
+    if executed_text not in ("yes", "no"):
+        return _reply(
+            request, entry, 400, "error", "Say whether the call was executed.", keep=True, values=values
+        )
+    if len(note) > NOTE_MAX:
+        return _reply(
+            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
+        )
+    try:
+        unknown_reconcile(
+            tenant_id=row.tenant_id,
+            item_id=row.pk,
+            user=request.user,
+            executed=executed_text == "yes",
+            note=note,
+        )
+    except NoteRequiredError:
+        return _reply(request, entry, 400, "error", "A note is required.", keep=True, values=values)
+    except AlreadyDecidedError as exc:
+        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+    except CallMayBeRunningError as exc:
+        text = f"The call may still be running (until {exc.detail}): try again after that."
+        return _reply(request, entry, 409, "warning", text, keep=True)
+    except (ForbiddenError, NotFoundError):
+        raise  # 403 / 404 through console_page
+    except (NotReconcilableError, KeelgateError) as exc:
+        return _reply(request, entry, 409, "error", exc.message)
+    verdict = "executed" if executed_text == "yes" else "not executed"
+    return _reply(request, entry, 200, "success", f"Recorded {row.tool} in run {row.run_id} as {verdict}.")
+
+
+def _reply(
+    request: HttpRequest,
+    entry: InboxEntry,
+    status: int,
+    level: Level,
+    text: str,
+    *,
+    keep: bool = False,
+    values: dict[str, str] | None = None,
+) -> HttpResponse:
+    """htmx: the item (or nothing, removing it) plus a flash; otherwise a redirect back."""
+    if request.headers.get("HX-Request") == "true":
+        error = text if status == 400 else ""
+        item = render_entry(entry, request=request, error=error, values=values) if keep else ""
+        flash = render_to_string("console/_flash.html", {"level": level, "text": text})
+        response = HttpResponse(item + flash, status=status)
+        response.headers["HX-Reswap"] = "outerHTML"
+        return response
+    getattr(messages, level)(request, text)
+    target = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    if not safe:
+        target = reverse("inbox")
+    return HttpResponseRedirect(target, status=303)

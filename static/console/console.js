@@ -1,0 +1,197 @@
+/* Keelgate console: the live inbox's glue to htmx, keyboard shortcuts, small niceties.
+ *
+ * The server sends HTML over the websocket (htmx ws extension, out-of-band swaps). An
+ * update for an inbox list carries `data-upsert`: each child is an item in its current
+ * state, or a `data-gone` placeholder for an item someone settled. This script puts
+ * each in place: replace an item already shown (keeping what the operator is typing),
+ * drop a settled one, and let htmx insert the rest at the top (newest first).
+ * Nothing here builds HTML from strings: text goes through textContent.
+ */
+(function () {
+  "use strict";
+
+  var FLASH_KEEP = 4;
+
+  function $(id) { return document.getElementById(id); }
+
+  function flash(level, text) {
+    var area = $("flash");
+    if (!area) return;
+    var p = document.createElement("p");
+    p.className = "flash " + level;
+    p.textContent = text;
+    area.insertBefore(p, area.firstChild);
+    pruneFlashes();
+  }
+
+  function pruneFlashes() {
+    var area = $("flash");
+    while (area && area.children.length > FLASH_KEEP) area.removeChild(area.lastElementChild);
+  }
+
+  function setLive(state, text) {
+    var live = $("live");
+    if (!live) return;
+    live.setAttribute("data-state", state);
+    live.textContent = text || state;
+  }
+
+  function items() { return Array.prototype.slice.call(document.querySelectorAll("[data-item]")); }
+
+  function current() {
+    var active = document.activeElement;
+    var inItem = active && active.closest ? active.closest("[data-item]") : null;
+    return inItem || document.querySelector("[data-item].selected");
+  }
+
+  function select(item) {
+    if (!item) return;
+    items().forEach(function (el) { el.classList.remove("selected"); el.removeAttribute("aria-current"); });
+    item.classList.add("selected");
+    item.setAttribute("aria-current", "true");
+    item.focus({ preventScroll: true });
+    item.scrollIntoView({ block: "nearest" });
+  }
+
+  /* Carry typed text and focus from an item's old forms to its new ones. */
+  function carryOver(oldItem, newItem) {
+    var focused = document.activeElement;
+    var refocus = null;
+    oldItem.querySelectorAll("form").forEach(function (form) {
+      var kind = form.classList[0];
+      var twinForm = kind ? newItem.querySelector("form." + CSS.escape(kind)) : null;
+      if (!twinForm) return;
+      form.querySelectorAll("input[name]:not([type=hidden])").forEach(function (field) {
+        var byName = '[name="' + CSS.escape(field.name) + '"]';
+        if (field.type === "radio" || field.type === "checkbox") {
+          var twin = twinForm.querySelector(byName + '[value="' + CSS.escape(field.value) + '"]');
+          if (twin) twin.checked = field.checked;
+          if (twin && field === focused) refocus = twin;
+        } else {
+          var match = twinForm.querySelector(byName);
+          if (match && field.value) match.value = field.value;
+          if (match && field === focused) refocus = match;
+        }
+      });
+    });
+    var wasSelected = oldItem.classList.contains("selected");
+    return function restore() {
+      if (wasSelected) { newItem.classList.add("selected"); newItem.setAttribute("aria-current", "true"); }
+      if (refocus) refocus.focus({ preventScroll: true });
+    };
+  }
+
+  function removeItem(item, note) {
+    var list = items();
+    var index = list.indexOf(item);
+    var hadFocus = item.contains(document.activeElement) || item.classList.contains("selected");
+    item.remove();
+    if (note) flash("info", "Settled elsewhere: " + note + ".");
+    if (hadFocus) {
+      var rest = items();
+      select(rest[Math.min(index, rest.length - 1)]);
+    }
+  }
+
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    var fragment = evt.detail.fragment;
+    if (!fragment || !fragment.hasAttribute || !fragment.hasAttribute("data-upsert")) return;
+    Array.prototype.slice.call(fragment.children).forEach(function (node) {
+      var old = node.id ? $(node.id) : null;
+      if (node.hasAttribute("data-gone")) {
+        if (old) removeItem(old, node.getAttribute("data-gone"));
+        node.remove();
+      } else if (old) {
+        var restore = carryOver(old, node);
+        old.replaceWith(node);
+        if (window.htmx) window.htmx.process(node);
+        restore();
+      }
+    });
+  });
+
+  /* Our own decision responses and out-of-band flashes. */
+  document.addEventListener("htmx:afterSwap", pruneFlashes);
+  document.addEventListener("htmx:oobAfterSwap", pruneFlashes);
+  document.addEventListener("htmx:responseError", function (evt) {
+    var status = evt.detail.xhr ? evt.detail.xhr.status : 0;
+    var text = status === 403 ? "Your role does not allow that (403)." :
+      status === 404 ? "That item no longer exists, or is not yours to see (404)." :
+      "The server could not do that (" + status + "). Reload and try again.";
+    flash("error", text);
+  });
+  document.addEventListener("htmx:sendError", function () {
+    flash("error", "The server could not be reached: nothing was decided. Try again.");
+  });
+
+  /* The websocket: resume from the last chain numbers this page has seen. */
+  document.addEventListener("htmx:wsOpen", function (evt) {
+    var marker = $("kg-since");
+    var since = {};
+    try { since = JSON.parse((marker && marker.getAttribute("data-since")) || "{}"); } catch (e) { since = {}; }
+    evt.detail.socketWrapper.send(JSON.stringify({ type: "resume", since: since }));
+    setLive("live", "live");
+  });
+  document.addEventListener("htmx:wsClose", function (evt) {
+    var code = evt.detail.event ? evt.detail.event.code : 0;
+    if (code === 4401) {
+      setLive("closed", "signed out");
+      flash("warning", "Your session ended: reload the page to log in again.");
+    } else if (code === 4400 || code === 1000) {
+      setLive("closed", "offline");
+    } else {
+      setLive("reconnecting", "reconnecting…");
+    }
+  });
+
+  /* Keyboard: j / k move, a approve, d deny, Esc back to the item. */
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return;
+    var target = e.target;
+    var typing = target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+    if (typing) {
+      if (e.key === "Escape" && target.closest) {
+        var owner = target.closest("[data-item]");
+        if (owner) { e.preventDefault(); select(owner); }
+      }
+      return;
+    }
+    var list = items();
+    if (!list.length) return;
+    var item = current();
+    var index = item ? list.indexOf(item) : -1;
+    if (e.key === "j") {
+      select(list[Math.min(index + 1, list.length - 1)]);
+    } else if (e.key === "k") {
+      select(list[Math.max(index - 1, 0)]);
+    } else if (e.key === "a" || e.key === "d") {
+      if (!item) { item = list[0]; select(item); }
+      var field = item.querySelector(e.key === "a" ? "[data-approve-note]" : "[data-deny-note]");
+      if (!field) return;
+      field.focus();
+    } else {
+      return;
+    }
+    e.preventDefault();
+  });
+
+  /* Ages ("waiting 5 minutes") stay true on a page left open. */
+  function age(seconds) {
+    var minutes = Math.floor(seconds / 60);
+    if (minutes < 1) return "0 minutes";
+    if (minutes < 60) return minutes + (minutes === 1 ? " minute" : " minutes");
+    var hours = Math.floor(minutes / 60);
+    if (hours < 24) {
+      var rest = minutes % 60;
+      return hours + (hours === 1 ? " hour" : " hours") + (rest ? ", " + rest + (rest === 1 ? " minute" : " minutes") : "");
+    }
+    var days = Math.floor(hours / 24);
+    return days + (days === 1 ? " day" : " days");
+  }
+  setInterval(function () {
+    document.querySelectorAll("time[data-age]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime"));
+      if (!isNaN(at)) el.textContent = age((Date.now() - at) / 1000);
+    });
+  }, 30000);
+})();

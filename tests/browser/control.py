@@ -1,0 +1,244 @@
+"""The browser tests' hands in the database: a process that reads JSON commands on stdin.
+
+It runs with the same environment as Daphne and the worker (the same SQLite file), so
+the test process itself never opens the database: every change it makes goes through
+the services (or, for the hostile run, the checkpoint store), exactly as in production.
+One command per line in, one JSON answer per line out.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    handlers = _handlers()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        try:
+            result = {"ok": True, "value": handlers[request["op"]](**request.get("args", {}))}
+        except Exception as exc:  # report to the test, keep serving
+            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
+        sys.stdout.write(json.dumps(result, default=str) + "\n")
+        sys.stdout.flush()
+
+
+def _handlers() -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
+
+    from approvals.models import Approval, UnknownOutcome
+    from audit.store import DjangoAuditLog
+    from keelgate.loop import (
+        ActionOutcome,
+        ActionStatus,
+        ApprovalState,
+        LoopState,
+        Phase,
+        PlannedAction,
+        StopReason,
+        VerdictRecord,
+    )
+    from runs.agents.brokerage import PaperBrokerage
+    from runs.models import Checkpoint, Run, RunStatus
+    from runs.services import run_start
+    from runs.stores import DjangoCheckpointStore
+    from tenants.models import Membership, Role, Tenant
+
+    User = get_user_model()
+
+    def seed(password: str) -> dict[str, Any]:
+        acme, _ = Tenant.objects.get_or_create(slug="acme", defaults={"name": "Acme"})
+        other, _ = Tenant.objects.get_or_create(slug="other", defaults={"name": "Other"})
+        people = {
+            "alice": (acme, Role.ADMIN),
+            "bob": (acme, Role.APPROVER),
+            "carol": (acme, Role.VIEWER),
+            "mallory": (other, Role.ADMIN),
+        }
+        for name, (tenant, role) in people.items():
+            user, _ = User.objects.get_or_create(username=name)
+            user.set_password(password)
+            user.save()
+            Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+        return {"users": sorted(people)}
+
+    def start_run(run_id: str, agent: str = "paper-trader", goal: str = "buy 10 ACME", **limits: Any) -> str:
+        alice = User.objects.get(username="alice")
+        run_start(tenant_id="acme", agent=agent, goal=goal, user=alice, run_id=run_id, limits=limits or None)
+        return run_id
+
+    def run(run_id: str) -> dict[str, Any]:
+        row = Run.objects.get(tenant_id="acme", run_id=run_id)
+        return {"status": row.status, "stop_reason": row.stop_reason, "phase": row.phase}
+
+    def wait_run(run_id: str, status: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = run(run_id)
+            if found["status"] == status:
+                return found
+            time.sleep(0.05)
+        raise TimeoutError(f"{run_id} is {run(run_id)}, not {status}")
+
+    def approval(run_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = Approval.objects.filter(tenant_id="acme", run_id=run_id).first()
+            if row is not None:
+                return {
+                    "pk": row.pk,
+                    "status": row.status,
+                    "decided_by": row.decided_by,
+                    "requested_at": row.requested_at.timestamp(),
+                    "created_at": _inbox_row_committed(row),
+                }
+            time.sleep(0.05)
+        raise TimeoutError(f"no approval for {run_id}")
+
+    def _inbox_row_committed(row: Approval) -> float | None:
+        """When the checkpoint that first put this action in the inbox was saved."""
+        for saved_at, text in (
+            Checkpoint.objects.filter(tenant_id=row.tenant_id, run_id=row.run_id)
+            .order_by("seq")
+            .values_list("saved_at", "state")
+        ):
+            state = LoopState.from_json(text)
+            action = state.action(row.action_id)
+            if action is not None and action.approval is not None:
+                return saved_at.timestamp()
+        return None
+
+    def unknown(run_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            row = UnknownOutcome.objects.filter(tenant_id="acme", run_id=run_id).first()
+            if row is not None:
+                return {
+                    "pk": row.pk,
+                    "settled": row.settled,
+                    "settled_by": row.settled_by,
+                    "executed": row.executed,
+                }
+            time.sleep(0.05)
+        raise TimeoutError(f"no unknown outcome for {run_id}")
+
+    def set_mode(mode: str) -> str:
+        PaperBrokerage().set_mode(mode)  # type: ignore[arg-type]
+        return mode
+
+    def ledger() -> list[dict[str, Any]]:
+        return [
+            {"key": e.key, "executions": e.executions, "replays": e.replays}
+            for e in PaperBrokerage().ledger()
+        ]
+
+    def hostile_run(run_id: str, payloads: dict[str, str]) -> dict[str, Any]:
+        """A waiting run whose goal, arguments, output, rationale, verdict and answer are payloads."""
+        script, img, url = payloads["script"], payloads["img"], payloads["url"]
+        now = datetime.now(UTC)
+        goal = f"buy 1 ACME {script} {img} {url}"
+        with transaction.atomic():
+            Run.objects.create(
+                tenant_id="acme",
+                run_id=run_id,
+                agent="paper-trader",
+                goal=goal,
+                as_of=now,
+                status=RunStatus.WAITING,
+                created_by="alice",
+            )
+            state = LoopState(
+                tenant_id="acme",
+                run_id=run_id,
+                agent_id="paper-trader",
+                goal=goal,
+                as_of=now,
+                trace_id=uuid.uuid4().hex,
+                phase=Phase.ACT,
+                iteration=1,
+                stop_reason=StopReason.APPROVAL_PENDING,
+                final_answer=f"done {img}",
+                verdicts=[VerdictRecord(iteration=1, decision="reject", reasons=[script], flags=[img])],
+                actions=[
+                    PlannedAction(
+                        action_id="a-read",
+                        iteration=1,
+                        tool="get_quote",
+                        arguments={"symbol": script, "link": url},
+                        idempotency_key=f"{run_id}-k0",
+                        rationale=img,
+                        outcome=ActionOutcome(
+                            status=ActionStatus.DONE,
+                            output=json.dumps({"html": script, "img": img, "link": url}),
+                            at=now,
+                        ),
+                    ),
+                    PlannedAction(
+                        action_id="a-write",
+                        iteration=1,
+                        tool="place_order",
+                        arguments={"note": script, "img": img, "url": url},
+                        idempotency_key=f"{run_id}-k1",
+                        outcome=ActionOutcome(status=ActionStatus.AWAITING_APPROVAL, at=now),
+                        approval=ApprovalState(required=1, reason=f"reason {img}", requested_at=now),
+                    ),
+                    PlannedAction(
+                        action_id="a-unknown",
+                        iteration=1,
+                        tool="place_order",
+                        arguments={"symbol": img, "side": url},
+                        idempotency_key=f"{run_id}-k2",
+                        outcome=ActionOutcome(
+                            status=ActionStatus.UNKNOWN,
+                            code="outcome_unknown",
+                            detail="raised",
+                            output=script,
+                            at=now,
+                        ),
+                    ),
+                ],
+                seq=1,
+                created_at=now,
+                updated_at=now,
+            )
+            DjangoCheckpointStore().save(state)
+            DjangoAuditLog().append(
+                "acme", actor="agent:paper-trader", kind="run.stopped", body={"run_id": run_id}
+            )
+        return {
+            "approval": Approval.objects.get(tenant_id="acme", run_id=run_id).pk,
+            "unknown": UnknownOutcome.objects.get(tenant_id="acme", run_id=run_id).pk,
+        }
+
+    def close() -> bool:
+        connection.close()
+        return True
+
+    return {
+        "seed": seed,
+        "start_run": start_run,
+        "run": run,
+        "wait_run": wait_run,
+        "approval": approval,
+        "unknown": unknown,
+        "set_mode": set_mode,
+        "ledger": ledger,
+        "hostile_run": hostile_run,
+        "close": close,
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+"""The operator console in Chromium, against Daphne and a worker in their own processes.
+
+The tests share one server and run in file order; each uses its own runs. A page's
+console errors, uncaught exceptions and dialogs are collected and must stay empty:
+a dialog would mean a payload executed, a CSP report that something tried to.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect
+
+from .conftest import PASSWORD, Server
+
+LAPTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+PAYLOADS = {
+    "script": "<script>window.__xss=1;alert('xss-script')</script>",
+    "img": "<img src=x onerror=\"window.__xss=2;alert('xss-img')\">",
+    "url": "javascript:window.__xss=3;alert('xss-url')",
+}
+
+
+class Watched:
+    """A page plus everything suspicious it did."""
+
+    def __init__(self, page: Page) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def assert_clean(self) -> None:
+        assert self.dialogs == [], self.dialogs
+        assert self.errors == [], self.errors
+
+
+@pytest.fixture
+def contexts(browser: Browser) -> Iterator[Any]:
+    """``contexts(**options)`` opens a browser context; all are closed after the test."""
+    opened: list[BrowserContext] = []
+
+    def open_context(**options: Any) -> BrowserContext:
+        context = browser.new_context(viewport=options.pop("viewport", LAPTOP), **options)
+        opened.append(context)
+        return context
+
+    yield open_context
+    for context in opened:
+        context.close()
+
+
+def log_in(context: BrowserContext, server: Server, username: str, *, live: bool = True) -> Watched:
+    """Log in through the form; with ``live``, wait until the websocket is connected."""
+    watched = Watched(context.new_page())
+    page = watched.page
+    page.goto(f"{server.url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{server.url}/")
+    if live:
+        expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    return watched
+
+
+def item(page: Page, pk: int, kind: str = "a") -> Any:
+    return page.locator(f"#item-{kind}-{pk}")
+
+
+def test_log_in_and_see_the_inbox_at_laptop_and_phone_widths(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """The inbox lists the waiting order with its arguments; it fits a phone without sideways scrolling."""
+    server.control("start_run", run_id="r-login")
+    pk = server.control("approval", run_id="r-login")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    row = item(alice.page, pk)
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("place_order")
+    expect(row).to_contain_text('"quantity": 10')
+    expect(row).to_contain_text("Orders move money: a person must approve.")
+    expect(row.get_by_role("link", name="r-login")).to_have_attribute("href", "/runs/acme/r-login/")
+    expect(alice.page.locator("#nav-count-approvals")).to_contain_text("1")
+    alice.page.screenshot(path=str(artifacts / "inbox-laptop.png"), full_page=True)
+
+    phone = log_in(contexts(viewport=PHONE, is_mobile=True, has_touch=True), server, "bob")
+    expect(item(phone.page, pk)).to_be_visible()
+    assert phone.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    phone.page.screenshot(path=str(artifacts / "inbox-phone.png"), full_page=True)
+    alice.assert_clean()
+    phone.assert_clean()
+
+
+def test_an_approval_disappears_live_from_another_browser_and_the_run_finishes(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """alice approves; bob's open page drops the item within 2 s without reloading; the run ends done."""
+    server.control("start_run", run_id="r-live")
+    pk = server.control("approval", run_id="r-live")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    bob = log_in(contexts(), server, "bob")
+    expect(item(bob.page, pk)).to_be_visible()
+    bob.page.evaluate("window.__stayed = true")
+
+    row = item(alice.page, pk)
+    row.get_by_label("Note").fill("checked the price")
+    row.get_by_role("button", name="Approve").click()
+    expect(alice.page.locator("#flash")).to_contain_text("Approved place_order in run r-live")
+    expect(item(alice.page, pk)).to_have_count(0)
+
+    expect(item(bob.page, pk)).to_have_count(0, timeout=2000)
+    assert bob.page.evaluate("window.__stayed === true"), "bob's page reloaded"
+    expect(bob.page.locator("#flash")).to_contain_text("approved by alice")
+
+    alice.page.goto(f"{server.url}/runs/acme/r-live/")
+    expect(alice.page.locator("#run-status-value")).to_have_text("done", timeout=30000)
+    alice.page.reload()
+    expect(alice.page.locator(".checkpoint").first).to_be_visible()
+    expect(alice.page.locator("#run-status")).to_contain_text("goal_reached")
+    alice.page.evaluate("window.scrollTo(0, 0)")
+    alice.page.screenshot(path=str(artifacts / "run-page.png"), full_page=True)
+    assert [e["executions"] for e in server.control("ledger")] == [1]
+    alice.assert_clean()
+    bob.assert_clean()
+
+
+def test_the_second_of_two_people_is_told_who_settled_it(server: Server, contexts: Any) -> None:
+    """bob's stale page (no JavaScript: no live update) approves after alice: 'already settled by alice'."""
+    server.control("start_run", run_id="r-race")
+    pk = server.control("approval", run_id="r-race")["pk"]
+    bob = log_in(contexts(java_script_enabled=False), server, "bob", live=False)
+    expect(item(bob.page, pk)).to_be_visible()
+    alice = log_in(contexts(), server, "alice")
+    item(alice.page, pk).get_by_role("button", name="Approve").click()
+    expect(item(alice.page, pk)).to_have_count(0)
+
+    item(bob.page, pk).get_by_role("button", name="Approve").click()
+    expect(bob.page.locator("#flash")).to_contain_text("Already settled by alice.")
+    approval = server.control("approval", run_id="r-race")
+    assert approval["status"] == "approved" and approval["decided_by"] == "alice"
+    alice.assert_clean()
+
+
+def test_reconcile_an_unknown_outcome_then_the_run_finishes(server: Server, contexts: Any) -> None:
+    """The brokerage fails after executing; the unknown outcome appears live; alice records it as executed."""
+    server.control("set_mode", mode="fail")
+    try:
+        server.control("start_run", run_id="r-unknown")
+        pk = server.control("approval", run_id="r-unknown")["pk"]
+        alice = log_in(contexts(), server, "alice")
+        item(alice.page, pk).get_by_role("button", name="Approve").click()
+        unknown = server.control("unknown", run_id="r-unknown")
+    finally:
+        server.control("set_mode", mode="normal")
+    row = item(alice.page, unknown["pk"], "u")
+    expect(row).to_be_visible(timeout=10000)
+    expect(row).to_contain_text("outcome unknown")
+    expect(alice.page.locator("#nav-count-unknown")).to_contain_text("1")
+    row.get_by_label("Executed", exact=True).check()
+    row.get_by_label("Note", exact=False).fill("order PB seen at the brokerage")
+    row.get_by_role("button", name="Record").click()
+    expect(alice.page.locator("#flash")).to_contain_text("Recorded place_order in run r-unknown as executed")
+    expect(row).to_have_count(0)
+    settled = server.control("unknown", run_id="r-unknown")
+    assert settled["settled"] and settled["settled_by"] == "alice" and settled["executed"] is True
+    server.control("wait_run", run_id="r-unknown", status="done")
+    alice.assert_clean()
+
+
+def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
+    server: Server, contexts: Any
+) -> None:
+    """alice approves (1 of 2): bob sees her name appear live; bob's approval settles it everywhere."""
+    server.control("start_run", run_id="r-4eyes", agent="four-eyes")
+    pk = server.control("approval", run_id="r-4eyes")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    bob = log_in(contexts(), server, "bob")
+    expect(item(bob.page, pk)).to_contain_text("0 of 2 approvals")
+
+    item(alice.page, pk).get_by_role("button", name="Approve").click()
+    expect(alice.page.locator("#flash")).to_contain_text("1 more approver needed")
+    expect(item(alice.page, pk)).to_contain_text("You approved this")
+    expect(item(alice.page, pk).get_by_role("button", name="Approve")).to_have_count(0)
+    expect(item(bob.page, pk)).to_contain_text("1 of 2 approvals — approved by alice", timeout=2000)
+
+    item(bob.page, pk).get_by_role("button", name="Approve").click()
+    expect(item(bob.page, pk)).to_have_count(0)
+    expect(item(alice.page, pk)).to_have_count(0, timeout=2000)
+    server.control("wait_run", run_id="r-4eyes", status="done")
+    alice.assert_clean()
+    bob.assert_clean()
+
+
+def test_keyboard_j_k_select_and_d_denies_with_a_reason(server: Server, contexts: Any) -> None:
+    """j/k move the selection, a focuses the approve note, d the deny reason; Enter denies."""
+    server.control("start_run", run_id="r-keys-1")
+    first = server.control("approval", run_id="r-keys-1")["pk"]
+    server.control("start_run", run_id="r-keys-2")
+    newest = server.control("approval", run_id="r-keys-2")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    page.locator("h1").click()
+    page.keyboard.press("j")
+    expect(item(page, newest)).to_have_class("item approval selected")
+    page.keyboard.press("j")
+    expect(item(page, first)).to_have_class("item approval selected")
+    page.keyboard.press("k")
+    expect(item(page, newest)).to_have_class("item approval selected")
+    page.keyboard.press("a")
+    expect(item(page, newest).locator("[data-approve-note]")).to_be_focused()
+    page.keyboard.press("Escape")
+    page.keyboard.press("d")
+    deny = item(page, newest).locator("[data-deny-note]")
+    expect(deny).to_be_focused()
+    page.keyboard.type("wrong symbol")
+    page.keyboard.press("Enter")
+    expect(item(page, newest)).to_have_count(0)
+    expect(page.locator("#flash")).to_contain_text("Denied place_order in run r-keys-2")
+    denied = server.control("approval", run_id="r-keys-2")
+    assert denied["status"] == "denied" and denied["decided_by"] == "alice"
+    # Tidy up: the other one is approved with the keyboard too (a, Enter).
+    page.keyboard.press("j")
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(item(page, first)).to_have_count(0)
+    alice.assert_clean()
+
+
+def test_verify_the_audit_chain(server: Server, contexts: Any, artifacts: Any) -> None:
+    """The audit page lists the chain newest first; Verify reports it intact."""
+    alice = log_in(contexts(), server, "alice")
+    alice.page.get_by_role("link", name="Audit").click()
+    alice.page.wait_for_url(f"{server.url}/audit/acme/")
+    expect(alice.page.locator("table.audit")).to_contain_text("approval.decided")
+    seqs = [int(s) for s in alice.page.locator("table.audit tbody td[data-label=Seq]").all_inner_texts()]
+    assert seqs == sorted(seqs, reverse=True) and len(seqs) == 50
+    alice.page.get_by_role("button", name="Verify the chain").click()
+    expect(alice.page.locator("#flash")).to_contain_text("Chain of acme is intact")
+    alice.page.screenshot(path=str(artifacts / "audit-page.png"), full_page=True)
+    alice.assert_clean()
+
+
+def test_another_tenant_gets_404_for_guessed_urls(server: Server, contexts: Any) -> None:
+    """mallory (tenant other) cannot open acme's run or chain, and sees none of its inbox."""
+    mallory = log_in(contexts(), server, "mallory")
+    for path in ["/runs/acme/r-live/", "/audit/acme/"]:
+        response = mallory.page.goto(f"{server.url}{path}")
+        assert response is not None and response.status == 404, path
+        expect(mallory.page.locator("body")).not_to_contain_text("buy 10 ACME")
+    mallory.page.goto(f"{server.url}/")
+    expect(mallory.page.locator("[data-item]")).to_have_count(0)
+
+
+def _assert_nothing_ran(page: Page) -> None:
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("img").count() == 0
+    assert (
+        page.locator('[href^="javascript:" i], [src^="javascript:" i], [action^="javascript:" i]').count()
+        == 0
+    )
+    scripts = page.evaluate("Array.from(document.scripts).map(s => s.getAttribute('src'))")
+    assert all(src and src.startswith("/static/") for src in scripts), scripts
+
+
+def test_hostile_tool_output_and_arguments_never_execute(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """<script>, <img onerror> and javascript: in arguments and outputs show as text, live and on reload."""
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    hostile = server.control("hostile_run", run_id="x-evil", payloads=PAYLOADS)
+    row = item(page, hostile["approval"])
+    expect(row).to_be_visible(timeout=5000)  # arrived over the websocket
+    expect(row).to_contain_text(PAYLOADS["script"])
+    expect(row).to_contain_text("onerror=")
+    expect(item(page, hostile["unknown"], "u")).to_contain_text(PAYLOADS["url"])
+    _assert_nothing_ran(page)
+
+    page.reload()
+    expect(item(page, hostile["approval"])).to_contain_text(PAYLOADS["script"])
+    _assert_nothing_ran(page)
+
+    page.goto(f"{server.url}/runs/acme/x-evil/")
+    for summary in page.locator("details > summary").all():
+        summary.click()
+    expect(page.locator(".checkpoint")).to_contain_text(PAYLOADS["img"])
+    for link in page.locator("main a").all():
+        assert not (link.get_attribute("href") or "").lower().startswith("javascript:")
+    _assert_nothing_ran(page)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(artifacts / "run-page-hostile.png"), full_page=True)
+
+    page.goto(f"{server.url}/audit/acme/")
+    _assert_nothing_ran(page)
+    page.goto(f"{server.url}/")
+    hostile_row = item(page, hostile["approval"])
+    hostile_row.get_by_label("Reason to deny").fill("hostile test data")
+    hostile_row.get_by_role("button", name="Deny").click()
+    expect(hostile_row).to_have_count(0)
+    alice.assert_clean()
+
+
+def test_a_browser_that_reconnects_catches_up(server: Server, contexts: Any) -> None:
+    """Daphne restarts; an approval made meanwhile appears after the page reconnects, without a reload."""
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    page.evaluate("window.__stayed = true")
+    server.stop_daphne()
+    expect(page.locator("#live")).to_have_attribute("data-state", "reconnecting", timeout=5000)
+    server.control("start_run", run_id="r-offline")
+    pk = server.control("approval", run_id="r-offline")["pk"]
+    expect(item(page, pk)).to_have_count(0)
+    server.start_daphne()
+    expect(item(page, pk)).to_be_visible(timeout=30000)
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    assert page.evaluate("window.__stayed === true"), "the page reloaded"
+    # The socket was down: Chromium logged the refused reconnection attempts and htmx its
+    # wsError events ("[object Event]"); nothing else.
+    expected = ("WebSocket connection to", "[object Event]")
+    assert all(e.startswith(expected) for e in alice.errors), alice.errors
+    assert alice.dialogs == []
+    item(page, pk).get_by_role("button", name="Approve").click()
+    expect(item(page, pk)).to_have_count(0)
+
+
+SEEN_OBSERVER = """
+() => {
+  window.__seen = {};
+  new MutationObserver(records => {
+    const now = Date.now();
+    for (const record of records) {
+      for (const node of record.addedNodes) {
+        if (node.nodeType === 1 && node.id && node.id.startsWith('item-a-') && !(node.id in window.__seen)) {
+          window.__seen[node.id] = now;
+        }
+      }
+    }
+  }).observe(document.body, {childList: true, subtree: true});
+}
+"""
+
+
+def test_live_latency_from_a_worker_approval_to_the_open_browser(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """20 runs: the time from the worker committing an approval to its row in an open page."""
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    page.evaluate(SEEN_OBSERVER)
+    from_commit, from_request = [], []
+    for i in range(20):
+        run_id = f"lat-{i:02d}"
+        server.control("start_run", run_id=run_id)
+        expect(page.locator(f'#approvals-items a[href="/runs/acme/{run_id}/"]')).to_have_count(
+            1, timeout=30000
+        )
+        approval = server.control("approval", run_id=run_id)
+        seen_ms = page.evaluate(f"window.__seen['item-a-{approval['pk']}']")
+        assert seen_ms is not None
+        from_commit.append(seen_ms - approval["created_at"] * 1000)
+        from_request.append(seen_ms - approval["requested_at"] * 1000)
+    figures = {
+        "samples": len(from_commit),
+        "from_commit_ms": {"median": statistics.median(from_commit), "worst": max(from_commit)},
+        "from_requested_at_ms": {"median": statistics.median(from_request), "worst": max(from_request)},
+        "from_commit_all_ms": [round(x, 1) for x in from_commit],
+    }
+    (artifacts / "live-latency.json").write_text(json.dumps(figures, indent=2))
+    commit, request = figures["from_commit_ms"], figures["from_requested_at_ms"]
+    print(
+        "\nlive latency, worker approval -> row in the open browser (20 runs): "
+        f"median {commit['median']:.0f} ms, worst {commit['worst']:.0f} ms "
+        f"(from the gateway's requested_at: median {request['median']:.0f} ms, "
+        f"worst {request['worst']:.0f} ms)"
+    )
+    assert figures["from_commit_ms"]["median"] < 1000
+    assert figures["from_commit_ms"]["worst"] < 3000
+    alice.assert_clean()

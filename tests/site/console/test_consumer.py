@@ -1,0 +1,247 @@
+"""The websocket consumer: session auth, per-tenant groups, live patches, catch-up on reconnect."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from approvals import consumers
+from approvals.models import Approval
+from approvals.services import approval_decide
+from audit.models import AuditEvent, ChainHead
+from keelgate_site.asgi import application
+
+from .conftest import XSS_SCRIPT, start_waiting, write_hostile_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def open_socket(user=None, path="/ws/inbox/?items=1", origin=b"http://localhost"):
+    """A communicator for ``user`` (anonymous when None), with the site's Origin."""
+    headers = [(b"origin", origin), (b"host", b"localhost")]
+    if user is not None:
+        cookie = await database_sync_to_async(_cookie)(user)
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    socket = WebsocketCommunicator(application, path, headers=headers)
+    connected, code = await socket.connect(timeout=5)
+    return socket, connected, code
+
+
+async def heads() -> dict[str, int]:
+    rows = await database_sync_to_async(lambda: dict(ChainHead.objects.values_list("tenant_id", "seq")))()
+    return {"t1": rows.get("t1", 0), "t2": rows.get("t2", 0)}
+
+
+async def resume(socket, since) -> str:
+    await socket.send_to(text_data=json.dumps({"type": "resume", "since": since}))
+    return await socket.receive_from(timeout=5)
+
+
+async def receive_until(socket, predicate, timeout=10.0) -> str:
+    """Messages until one satisfies ``predicate``; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no matching message in {timeout}s; got {seen!r}")
+        try:
+            text = await socket.receive_from(timeout=left)
+        except TimeoutError:
+            continue
+        seen.append(text)
+        if predicate(text):
+            return text
+
+
+async def test_an_anonymous_socket_is_closed_with_4401(people):
+    """No session: accepted then closed with 4401, so the page does not reconnect in a loop."""
+    socket, connected, _ = await open_socket()
+    assert connected
+    assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_foreign_origin_is_refused(people):
+    """Another site's page cannot open the socket with the operator's cookies."""
+    _, connected, _ = await open_socket(people["op"], origin=b"https://evil.example")
+    assert not connected
+
+
+async def test_a_message_that_is_not_a_resume_closes_the_socket(people):
+    """Unknown fields or types are refused (extra="forbid"): close 4400."""
+    socket, connected, _ = await open_socket(people["op"])
+    assert connected
+    await socket.send_to(text_data=json.dumps({"type": "resume", "since": {}, "admin": True}))
+    assert (await socket.receive_output(timeout=5)) == {"type": "websocket.close", "code": 4400}
+
+
+async def test_resume_answers_with_counts_and_the_chain_numbers(waiting, people):
+    """Up to date: counts and the per-tenant chain numbers, no item patches."""
+    socket, _, _ = await open_socket(people["op"])
+    try:
+        now = await heads()
+        text = await resume(socket, {"t1": now["t1"]})
+        assert 'id="nav-count-approvals"' in text and "approvals waiting: </span>1<" in text
+        assert f"&quot;t1&quot;: {now['t1']}" in text
+        assert "<article" not in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_reconnecting_browser_catches_up_from_its_last_number(people, brokerage_path):
+    """An approval created while the browser was away is sent on resume from the old number."""
+    before = await heads()
+    approval = await database_sync_to_async(start_waiting)(people["op"])
+    socket, _, _ = await open_socket(people["bob"])
+    try:
+        text = await resume(socket, {"t1": before["t1"]})
+        assert f'id="item-a-{approval.pk}"' in text and 'hx-swap-oob="afterbegin" data-upsert' in text
+        assert f"/approvals/{approval.pk}/approve/" in text  # bob is an approver
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_settled_item_is_removed_live_for_another_browser(waiting, people):
+    """op approves; bob's open socket gets a 'gone' patch naming op, within a second."""
+    socket, _, _ = await open_socket(people["bob"])
+    try:
+        await resume(socket, await heads())
+        started = time.monotonic()
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
+        )
+        text = await receive_until(socket, lambda t: "data-gone" in t)
+        assert time.monotonic() - started < 1.5
+        assert f'<div id="item-a-{waiting.pk}" data-gone="place_order in run r1 approved by op">' in text
+        assert "approvals waiting: </span>0<" in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_new_item_arrives_live_and_escaped(people):
+    """A hostile approval written while the page is open arrives as escaped text."""
+    socket, _, _ = await open_socket(people["op"])
+    try:
+        await resume(socket, await heads())
+        await database_sync_to_async(write_hostile_run)()
+        text = await receive_until(socket, lambda t: 'class="item approval' in t)
+        assert XSS_SCRIPT not in text and "<img" not in text
+        assert "&lt;script&gt;window.__xss=1" in text
+        assert 'name="csrfmiddlewaretoken"' not in text  # the page's X-CSRFToken header covers it
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_viewer_gets_items_without_forms(people, brokerage_path):
+    """Live items are rendered for the receiving user's role: a viewer gets no decision forms."""
+    socket, _, _ = await open_socket(people["viewer"])
+    try:
+        await resume(socket, await heads())
+        approval = await database_sync_to_async(start_waiting)(people["op"])
+        text = await receive_until(socket, lambda t: f'id="item-a-{approval.pk}"' in t)
+        assert "/approve/" not in text and "can look, not decide" in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_events_of_another_tenant_never_reach_the_socket(waiting, people):
+    """eve (t2 only) hears nothing when t1's approval is decided."""
+    socket, _, _ = await open_socket(people["eve"])
+    try:
+        await resume(socket, await heads())
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
+        )
+        assert await socket.receive_nothing(timeout=1.0)
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_counts_only_socket_gets_counts_but_no_items(waiting, people):
+    """Pages other than the inbox only keep their navigation counts up to date."""
+    socket, _, _ = await open_socket(people["op"], path="/ws/inbox/")
+    try:
+        await resume(socket, {})
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
+        )
+        text = await receive_until(socket, lambda t: "approvals waiting: </span>0<" in t)
+        assert "data-gone" not in text and "kg-since" not in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_gap_in_the_batches_is_read_from_the_chain(waiting, people):
+    """A dropped batch: the next one's numbers show the gap and the consumer reads it."""
+    socket, _, _ = await open_socket(people["bob"])
+    try:
+        now = await heads()
+        await resume(socket, now)
+        # Pretend the browser is behind: the consumer must fetch what it never got.
+        approval = await database_sync_to_async(Approval.objects.get)(pk=waiting.pk)
+        text = await resume(socket, {"t1": now["t1"] - 3})
+        assert f'id="item-a-{approval.pk}"' in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_logged_out_session_ends_the_stream(waiting, people, monkeypatch):
+    """After logout the next update closes the socket with 4401 instead of sending data."""
+    monkeypatch.setattr(consumers, "SESSION_RECHECK_SECONDS", 0.0)
+    socket, _, _ = await open_socket(people["bob"])
+    try:
+        await resume(socket, await heads())
+        from django.contrib.sessions.models import Session
+
+        await database_sync_to_async(lambda: Session.objects.all().delete())()
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
+        )
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            output = await socket.receive_output(timeout=5)
+            if output["type"] == "websocket.close":
+                assert output["code"] == 4401
+                break
+            assert not re.search("data-gone", output.get("text", ""))
+        else:
+            raise AssertionError("the socket stayed open")
+    finally:
+        await socket.disconnect()
+
+
+async def test_an_expired_approval_leaves_every_inbox_as_expired(people, brokerage_path, settings):
+    """Past its expiry the worker denies it (fail closed, audited) and open inboxes drop it."""
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "expiring": "tests.site.console.agents.build_expiring",
+    }
+    approval = await database_sync_to_async(start_waiting)(people["op"], "x1", agent="expiring")
+    socket, _, _ = await open_socket(people["bob"])
+    try:
+        await resume(socket, await heads())
+        await asyncio.sleep(1.1)
+        from approvals.services import approvals_expire
+
+        assert await database_sync_to_async(approvals_expire)() == 1
+        text = await receive_until(socket, lambda t: "data-gone" in t)
+        assert f'<div id="item-a-{approval.pk}" data-gone="place_order in run x1 expired">' in text
+        kinds = await database_sync_to_async(
+            lambda: list(AuditEvent.objects.filter(tenant_id="t1").values_list("kind", flat=True))
+        )()
+        assert "approval.expired" in kinds
+    finally:
+        await socket.disconnect()

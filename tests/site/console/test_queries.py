@@ -1,0 +1,60 @@
+"""The inbox and the run page read the database a fixed number of times, however much they show."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs.models import Checkpoint
+from runs.selectors import run_state
+from runs.stores import DjangoCheckpointStore
+
+from .conftest import write_hostile_run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INBOX_QUERIES = 10
+RUN_QUERIES = 10
+
+
+def _count(client, url):
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries)
+
+
+def test_the_inbox_query_count_does_not_grow_with_items(people, as_user, django_assert_max_num_queries):
+    """One item or forty across two tenants: the same, small number of queries."""
+    client = as_user("op")
+    write_hostile_run(run_id="one")
+    few = _count(client, "/")
+    for i in range(40):
+        write_hostile_run(run_id=f"many-{i}")
+    with django_assert_max_num_queries(INBOX_QUERIES):
+        response = client.get("/")
+    assert response.content.decode().count('class="item approval') == 41
+    assert _count(client, "/") == few
+
+
+def test_the_run_page_query_count_does_not_grow_with_checkpoints(
+    people, as_user, django_assert_max_num_queries
+):
+    """A run with one checkpoint or sixty: the same number of queries for its page."""
+    client = as_user("op")
+    write_hostile_run(run_id="long")
+    few = _count(client, "/runs/t1/long/")
+    store = DjangoCheckpointStore()
+    state = run_state(__import__("runs.models", fromlist=["Run"]).Run.objects.get(run_id="long"))
+    for _ in range(60):
+        state.seq += 1
+        store.save(state)
+    assert Checkpoint.objects.filter(run_id="long").count() == 61
+    with django_assert_max_num_queries(RUN_QUERIES):
+        response = client.get("/runs/t1/long/")
+    assert response.content.decode().count('class="checkpoint"') == 61
+    assert _count(client, "/runs/t1/long/") == few
+    with django_assert_max_num_queries(RUN_QUERIES):
+        client.get("/runs/t1/long/status/?seq=1")
+    with django_assert_max_num_queries(RUN_QUERIES):
+        client.get("/runs/")
