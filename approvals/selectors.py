@@ -10,13 +10,17 @@ from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from tenants.access import NotFoundError
 
 
-def approvals_for(*, tenant_ids: Iterable[str], status: str | None = ApprovalStatus.PENDING) -> QuerySet[Approval]:
+def approvals_for(
+    *, tenant_ids: Iterable[str], status: str | None = ApprovalStatus.PENDING
+) -> QuerySet[Approval]:
     """Approvals of the given tenants, newest first; pending ones unless told otherwise."""
     rows = Approval.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-requested_at", "-id")
     return rows.filter(status=status) if status else rows
 
 
-def unknown_outcomes_for(*, tenant_ids: Iterable[str], settled: bool | None = False) -> QuerySet[UnknownOutcome]:
+def unknown_outcomes_for(
+    *, tenant_ids: Iterable[str], settled: bool | None = False
+) -> QuerySet[UnknownOutcome]:
     """Unknown outcomes of the given tenants, newest first; open ones unless told otherwise."""
     rows = UnknownOutcome.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-detected_at", "-id")
     return rows if settled is None else rows.filter(settled=settled)
@@ -32,7 +36,9 @@ def approval_get(*, tenant_ids: Iterable[str], approval_id: int) -> Approval:
 
 def unknown_outcome_get(*, tenant_ids: Iterable[str], run_id: str, action_id: str) -> UnknownOutcome:
     """The unknown outcome of one action, or NotFoundError."""
-    row = UnknownOutcome.objects.filter(tenant_id__in=list(tenant_ids), run_id=run_id, action_id=action_id).first()
+    row = UnknownOutcome.objects.filter(
+        tenant_id__in=list(tenant_ids), run_id=run_id, action_id=action_id
+    ).first()
     if row is None:
         raise NotFoundError()
     return row

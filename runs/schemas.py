@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from keelgate._canonical import canonical_json
 from keelgate.loop import LoopState, PlannedAction, StopReason
@@ -91,7 +91,7 @@ class RunResumeIn(Schema):
 # -- outputs -----------------------------------------------------------------------------
 
 
-class UsageOut(Schema):
+class UsageOut(BaseModel):
     """What the run used so far."""
 
     input_tokens: int = 0
@@ -101,7 +101,7 @@ class UsageOut(Schema):
     active_seconds: float = 0.0
 
 
-class LimitsOut(Schema):
+class LimitsOut(BaseModel):
     """The run's stop conditions (null: no limit of that kind)."""
 
     max_iterations: int | None = None
@@ -111,7 +111,7 @@ class LimitsOut(Schema):
     max_verifier_rejections: int | None = None
 
 
-class RunOut(Schema):
+class RunOut(BaseModel):
     """A run as lists show it."""
 
     run_id: str
@@ -130,7 +130,7 @@ class RunOut(Schema):
     updated_at: datetime
 
 
-class VoteOut(Schema):
+class VoteOut(BaseModel):
     """One approver's vote."""
 
     by: str
@@ -138,7 +138,7 @@ class VoteOut(Schema):
     note: str
 
 
-class ActionApprovalOut(Schema):
+class ActionApprovalOut(BaseModel):
     """Why an action waits for people, and what they said so far."""
 
     required: int
@@ -152,7 +152,7 @@ class ActionApprovalOut(Schema):
     expired: bool
 
 
-class ActionOut(Schema):
+class ActionOut(BaseModel):
     """One planned tool call and its outcome."""
 
     action_id: str
@@ -173,7 +173,7 @@ class ActionOut(Schema):
     approval: ActionApprovalOut | None
 
 
-class ErrorInfoOut(Schema):
+class ErrorInfoOut(BaseModel):
     """Why the run stopped with an error."""
 
     code: str
@@ -190,14 +190,14 @@ class RunDetailOut(RunOut):
     actions: list[ActionOut]
 
 
-class RunPageOut(Schema):
+class RunPageOut(BaseModel):
     """One page of runs, newest first; pass ``next_cursor`` as ``cursor`` for the next."""
 
     items: list[RunOut]
     next_cursor: str | None
 
 
-class ActionStatusOut(Schema):
+class ActionStatusOut(BaseModel):
     """An action's status at a checkpoint."""
 
     action_id: str
@@ -205,7 +205,7 @@ class ActionStatusOut(Schema):
     status: str
 
 
-class CheckpointOut(Schema):
+class CheckpointOut(BaseModel):
     """One saved state of the run (an entry of its timeline)."""
 
     seq: int
@@ -216,7 +216,7 @@ class CheckpointOut(Schema):
     actions: list[ActionStatusOut]
 
 
-class CheckpointPageOut(Schema):
+class CheckpointPageOut(BaseModel):
     """Checkpoints oldest first; pass ``next_after_seq`` as ``after_seq`` for more."""
 
     items: list[CheckpointOut]

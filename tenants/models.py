@@ -51,3 +51,53 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class ApiKey(models.Model):
+    """A bearer key for the REST API, of one tenant and one user, stored hashed.
+
+    The key is ``kg_<prefix>_<secret>``: ``prefix`` finds the row, the secret is checked
+    against ``hashed``. It is shown once, when created, and cannot be recovered. Every
+    decision made with it is attributed to ``user``, whose role in ``tenant`` is what
+    the key may do.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    hashed = models.CharField(max_length=64)
+    """sha256 hex of the secret. A fast hash is right here, unlike for passwords: the
+    secret is 32 random bytes, so a leaked hash cannot be brute-forced at any speed,
+    and a slow KDF would only add its cost to every API request."""
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"kg_{self.prefix}_… ({self.name or self.user})"
+
+
+class ApiIdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` header of ``POST /runs``: in progress, or done with its run.
+
+    Scoped to a tenant and a user, as Stripe scopes keys to an account. ``fingerprint``
+    is a hash of the request, so the same key with another body is refused.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    run_id = models.CharField(max_length=128, blank=True)
+    created_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    """Null while the first request is still in progress."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "key"], name="api_idempotency_key_unique")
+        ]

@@ -28,7 +28,7 @@ async def wait_for_status(run_id: str, status: str, timeout: float = 30.0) -> No
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_run_queued_in_the_site_is_executed_by_temporal(
     env, operator, brokerage_path, settings, monkeypatch
-):  # noqa: F811
+):
     """run_start dispatches a workflow; after approval a second one finishes with one order."""
     from keelgate.contrib.temporal import temporal_worker
     from runs.temporal import loop_for, record_outcome
