@@ -29,7 +29,6 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps([asdict(e) for e in entries], indent=2, sort_keys=True))
             return
         for e in entries:
-            self.stdout.write(
-                f"{e.key}  {e.side:<4} {e.quantity:>6} {e.symbol:<6} executions={e.executions} replays={e.replays}"
-            )
+            order = f"{e.side:<4} {e.quantity:>6} {e.symbol:<6}"
+            self.stdout.write(f"{e.key}  {order} executions={e.executions} replays={e.replays}")
         self.stdout.write(f"{len(entries)} key(s)")

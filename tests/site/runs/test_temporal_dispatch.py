@@ -27,7 +27,11 @@ async def wait_for_status(run_id: str, status: str, timeout: float = 30.0) -> No
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_run_queued_in_the_site_is_executed_by_temporal(
-    env, operator, brokerage_path, settings, monkeypatch
+    env,  # noqa: F811  (the dev-server fixture imported above)
+    operator,
+    brokerage_path,
+    settings,
+    monkeypatch,
 ):
     """run_start dispatches a workflow; after approval a second one finishes with one order."""
     from keelgate.contrib.temporal import temporal_worker
