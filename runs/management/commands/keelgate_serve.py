@@ -6,6 +6,7 @@ Migrates, creates the demo (``keelgate_demo``), then serves the console with Dap
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -28,6 +29,9 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("keelgate_demo", password=options["password"])
         python = sys.executable
+        # The demo above drove a worker in this process, which lifts Django's async-safety
+        # guard (see runs/worker.py); the web server must keep it.
+        web_env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
         children = [
             subprocess.Popen(
                 [
@@ -39,7 +43,8 @@ class Command(BaseCommand):
                     "-p",
                     str(options["port"]),
                     "keelgate_site.asgi:application",
-                ]
+                ],
+                env=web_env,
             ),
             subprocess.Popen([python, "manage.py", "keelgate_worker"]),
         ]
