@@ -6,6 +6,7 @@ reasons) is untrusted text: templates print it escaped and never mark it safe.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,11 +20,21 @@ from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
 from approvals.selectors import approvals_for, unknown_outcomes_for
-from keelgate.loop import ErrorInfo, LoopState, PlannedAction, StopReason, VerdictRecord
+from keelgate.loop import (
+    ErrorInfo,
+    LoopState,
+    NotReplayableError,
+    PlannedAction,
+    Recording,
+    StopReason,
+    VerdictRecord,
+    replay,
+)
 from runs.agents import agent_names
 from runs.models import Run, RunStatus
 from runs.selectors import run_get, run_state, run_timeline, runs_for
 from runs.services import NotResumableError, run_resume
+from runs.stores import DjangoCheckpointStore
 from tenants.models import Role
 from tenants.views import allows, console_page, tenant_ids
 
@@ -218,6 +229,24 @@ def run_detail(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRespons
     context = _status_context(request, run, state)
     context.update({"timeline": timeline_rows(entries), "truncated": first > 0, "page_seq": run.seq})
     return render(request, "runs/detail.html", context)
+
+
+@require_GET
+@console_page
+def run_replay(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
+    """Replay the run's recording through a fresh in-memory loop and show every divergence.
+
+    Nothing real runs: tools answer with their recorded results. A run whose actions
+    are not all settled cannot be replayed, and the page says so.
+    """
+    run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
+    report, problem = None, ""
+    try:
+        recording = Recording.from_store(DjangoCheckpointStore(), run.tenant_id, run_id=run.run_id)
+        report = asyncio.run(replay(recording))
+    except NotReplayableError as exc:
+        problem = exc.message
+    return render(request, "runs/replay.html", {"run": run, "report": report, "problem": problem})
 
 
 @require_GET
