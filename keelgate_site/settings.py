@@ -158,6 +158,10 @@ KEELGATE_PAPER_BROKERAGE = os.environ.get(
 
 KEELGATE_LEASE_SECONDS = float(os.environ.get("KEELGATE_LEASE_SECONDS", "30"))
 
+KEELGATE_MONITORS: dict[str, dict[str, object]] = {}
+"""Monitor id -> {"tenant", "agent", "goal", "interval_seconds"}: READ-only loops the
+worker ticks on a schedule, each tick a run ``<id>.tick-<n>`` (runs/monitors.py)."""
+
 KEELGATE_RUNNER = os.environ.get("KEELGATE_RUNNER", "worker")
 """``worker`` (keelgate_worker claims queued runs) or ``temporal`` (each queued run is
 handed to Temporal as a workflow; run ``keelgate_temporal_worker`` instead)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from audit.store import DjangoAuditLog
-from keelgate.gateway import Gateway, Grants
-from keelgate.loop import Loop
+from keelgate.gateway import Gateway, Grants, SideEffect
+from keelgate.loop import Loop, LoopType
 from runs.agents import Agent, load_agent
 from runs.fencing import Fence
 from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
@@ -19,6 +19,8 @@ def build_loop(
     owner: str | None = None,
     should_stop: Callable[[], bool] | None = None,
     lease_seconds: float = 300.0,
+    loop_type: LoopType = LoopType.TASK,
+    allowed_side_effects: frozenset[SideEffect] | None = None,
 ) -> Loop:
     """The agent's loop over the ORM stores; ``fence`` makes every write check the lease."""
     if isinstance(agent, str):
@@ -40,4 +42,6 @@ def build_loop(
         confirmer=agent.confirmer,
         owner=owner,
         should_stop=should_stop,
+        loop_type=loop_type,
+        allowed_side_effects=allowed_side_effects,
     )

@@ -247,10 +247,14 @@ class Worker:
                 self.stopping.wait(self.poll_seconds)
                 try:
                     from approvals.services import approvals_expire
+                    from runs.monitors import monitors_tick_due
 
                     approvals_expire()
+                    monitors_tick_due()
                 except DatabaseError:
                     connection.close()
+                except KeelgateError as exc:  # a misconfigured monitor must not stop the worker
+                    log.error("monitor tick failed: %s %s", exc.code, exc.detail)
 
 
 def _kv(fields: dict[str, object]) -> str:

@@ -1,0 +1,98 @@
+"""Monitors registered in the site: READ-only loops the worker ticks on a schedule.
+
+``settings.KEELGATE_MONITORS`` maps a monitor id to its tenant, agent, goal and interval.
+Each tick is its own run ``<monitor_id>.tick-<n>`` (checkpointed, resumable, listed
+with the other runs); the next number comes from what is stored, so a restarted worker
+carries on, and a half-done tick is finished before a new one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from keelgate.errors import RunExistsError
+from keelgate.loop import Loop, LoopResult, MonitorLoop, Schedule
+from runs.engine import build_loop
+from runs.models import Checkpoint, Run, RunStatus
+from runs.stores import DjangoCheckpointStore
+from runs.worker import STATUS_AFTER_STOP
+
+log = logging.getLogger("keelgate.monitors")
+
+
+def monitor_for(monitor_id: str, config: dict[str, Any]) -> MonitorLoop:
+    """The engine's MonitorLoop for one registered monitor, over the ORM stores."""
+
+    def factory(**kwargs: Any) -> Loop:
+        return build_loop(config["agent"], **kwargs)
+
+    return MonitorLoop(
+        monitor_id,
+        loop_factory=factory,
+        tenant_id=config["tenant"],
+        agent_id=config["agent"],
+        goal=config["goal"],
+        store=DjangoCheckpointStore(),
+        schedule=Schedule(float(config.get("interval_seconds", 60))),
+    )
+
+
+def _last_tick_at(monitor: MonitorLoop, tenant_id: str) -> Any:
+    ticks = monitor.stored_ticks()
+    if not ticks:
+        return None
+    return (
+        Checkpoint.objects.filter(tenant_id=tenant_id, run_id=monitor.tick_run_id(max(ticks)), seq=1)
+        .values_list("saved_at", flat=True)
+        .first()
+    )
+
+
+def monitors_tick_due() -> list[LoopResult]:
+    """Run one tick of every registered monitor whose interval has passed."""
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # as in runs/worker.py
+    results = []
+    for monitor_id, config in getattr(settings, "KEELGATE_MONITORS", {}).items():
+        monitor = monitor_for(monitor_id, config)
+        last = _last_tick_at(monitor, config["tenant"])
+        interval = timedelta(seconds=float(config.get("interval_seconds", 60)))
+        if last is not None and timezone.now() - last < interval:
+            continue
+        try:
+            result = asyncio.run(monitor.tick())
+        except RunExistsError:  # another worker started this tick a moment ago
+            continue
+        _project_run(config, result)
+        log.info("monitor tick run=%s reason=%s", result.run_id, result.stop_reason.value)
+        results.append(result)
+    return results
+
+
+def _project_run(config: dict[str, Any], result: LoopResult) -> None:
+    """List the tick with the other runs (its checkpoints are already saved)."""
+    state = result.state
+    Run.objects.update_or_create(
+        tenant_id=state.tenant_id,
+        run_id=state.run_id,
+        defaults={
+            "agent": config["agent"],
+            "goal": state.goal,
+            "as_of": state.as_of,
+            "trace_id": state.trace_id,
+            "status": STATUS_AFTER_STOP.get(result.stop_reason, RunStatus.STOPPED),
+            "phase": state.phase.value,
+            "stop_reason": result.stop_reason.value,
+            "usage": state.usage.model_dump(),
+            "limits": state.limits.model_dump(),
+            "iteration": state.iteration,
+            "seq": state.seq,
+            "created_by": "monitor",
+        },
+    )
