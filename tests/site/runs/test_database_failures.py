@@ -15,7 +15,6 @@ database error, and carries on.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -28,16 +27,15 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from approvals.models import Approval, UnknownOutcome
-from approvals.services import approval_decide, unknown_reconcile
+from approvals.models import UnknownOutcome
+from approvals.services import unknown_reconcile
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.loop import ActionStatus
 from runs.agents.brokerage import PaperBrokerage
 from runs.models import Checkpoint, Run, RunStatus
-from runs.services import run_start
 from runs.stores import DjangoCheckpointStore
-from runs.worker import Worker
+from tests.site.runs._batch import approved_runs, require_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -45,28 +43,6 @@ ROOT = Path(__file__).resolve().parents[3]
 LEASE_SECONDS = 2.0
 STUCK_MARGIN = 8.0
 """A run may sit in ``running`` past its lease for at most this long before a claim."""
-
-
-def require_postgres() -> None:
-    """Skip on the SQLite pass; with CI=true and a postgres DATABASE_URL, never skip."""
-    if connection.vendor == "postgresql":
-        return
-    if os.environ.get("CI") == "true" and os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        pytest.fail("CI asked for PostgreSQL but the test database is not PostgreSQL")
-    pytest.skip("needs PostgreSQL (pg_terminate_backend)")
-
-
-def approved_runs(op, count: int, prefix: str) -> list[str]:
-    """Start ``count`` runs, drive each to its pending approval in-process, approve all."""
-    ids = [f"{prefix}{i:02d}" for i in range(count)]
-    for i, run_id in enumerate(ids):
-        run_start(tenant_id="t1", agent="paper-trader", goal=f"sell {i + 1} BETA", user=op, run_id=run_id)
-    worker = Worker(lease_seconds=30)
-    while worker.run_once():
-        pass
-    for approval in Approval.objects.filter(tenant_id="t1", run_id__in=ids):
-        approval_decide(tenant_id="t1", approval_id=approval.pk, user=op, decision="approve", note="go")
-    return ids
 
 
 def spawn_worker(env: dict[str, str], log: Path, app_name: str, lease: float) -> subprocess.Popen[bytes]:
@@ -160,8 +136,8 @@ def check_exactly_once(ids: list[str], context: str) -> None:
 
 def test_killed_database_sessions_leave_no_run_stuck_and_no_order_twice(operator, child_env, tmp_path):
     """pg_terminate_backend on the worker's sessions, repeatedly: it reconnects and finishes every run."""
-    require_postgres()
-    ids = approved_runs(operator, 12, "d")
+    require_postgres("pg_terminate_backend")
+    ids = approved_runs(operator, 12, "d", goal="sell {n} BETA")
     PaperBrokerage().set_mode("hang", hang_seconds=0.1)
     app = f"kg-dbfail-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "worker.log"
@@ -204,7 +180,7 @@ def test_killed_database_sessions_leave_no_run_stuck_and_no_order_twice(operator
 
 def test_a_locked_database_makes_the_worker_wait_then_carry_on(operator, child_env, tmp_path):
     """The write lock held 2 s mid-batch: the worker waits (no database error) and finishes every run."""
-    ids = approved_runs(operator, 8, "l")
+    ids = approved_runs(operator, 8, "l", goal="sell {n} BETA")
     PaperBrokerage().set_mode("hang", hang_seconds=0.15)
     log = tmp_path / "worker.log"
     worker = spawn_worker(child_env, log, f"kg-lock-{uuid.uuid4().hex[:8]}", 5.0)

@@ -23,18 +23,16 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
-from approvals.models import Approval, UnknownOutcome
-from approvals.services import approval_decide, unknown_reconcile
+from approvals.models import UnknownOutcome
+from approvals.services import unknown_reconcile
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.loop import ActionStatus
 from runs.agents.brokerage import PaperBrokerage
 from runs.models import Run, RunStatus
-from runs.services import run_start
 from runs.stores import DjangoCheckpointStore
-from runs.worker import Worker
+from tests.site.runs._batch import approved_runs, require_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -44,30 +42,6 @@ WORKERS = 3
 MAX_KILLS = 10
 LEASE_SECONDS = 2
 SETTLE_TIMEOUT = 90.0
-
-
-def require_postgres() -> None:
-    """Skip on the SQLite pass; with CI=true and a postgres DATABASE_URL, never skip."""
-    if connection.vendor == "postgresql":
-        return
-    if os.environ.get("CI") == "true" and os.environ.get("DATABASE_URL", "").startswith("postgres"):
-        pytest.fail("CI asked for PostgreSQL but the test database is not PostgreSQL")
-    pytest.skip("needs PostgreSQL (SKIP LOCKED claims, several worker processes)")
-
-
-def approved_runs(op, count: int, context: str, prefix: str = "k") -> list[str]:
-    """Start ``count`` runs, drive each to its pending approval in-process, approve all."""
-    ids = [f"{prefix}{i:02d}" for i in range(count)]
-    for i, run_id in enumerate(ids):
-        run_start(tenant_id="t1", agent="paper-trader", goal=f"buy {i + 1} ACME", user=op, run_id=run_id)
-    worker = Worker(lease_seconds=30)
-    while worker.run_once():
-        pass
-    for approval in Approval.objects.filter(tenant_id="t1", run_id__in=ids):
-        approval_decide(tenant_id="t1", approval_id=approval.pk, user=op, decision="approve", note="go")
-    queued = Run.objects.filter(run_id__in=ids, status=RunStatus.QUEUED).count()
-    assert queued == count, f"{context}: {queued} of {count} runs queued after approval"
-    return ids
 
 
 def spawn_worker(env: dict[str, str], log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -175,12 +149,12 @@ def check_exactly_once(ids: list[str], context: str) -> None:
 
 def test_random_sigkills_of_workers_never_execute_an_order_twice(operator, child_env, tmp_path):
     """Workers SIGKILLed at random: every run ends done, no key executes twice, chain verifies."""
-    require_postgres()
+    require_postgres("SKIP LOCKED claims, several worker processes")
     seed = int(os.environ.get("KEELGATE_KILL_SEED") or time.time_ns() % 2**32)
     print(f"KEELGATE_KILL_SEED={seed}")
     rng = random.Random(seed)
     ctx = f"seed={seed}"
-    ids = approved_runs(operator, RUNS, ctx)
+    ids = approved_runs(operator, RUNS, "k", context=ctx)
     # A short hang before the brokerage executes widens the WRITE window, so kills
     # land inside it (unknown outcomes) and not only between steps.
     PaperBrokerage().set_mode("hang", hang_seconds=0.15)
