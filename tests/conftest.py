@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,9 +16,22 @@ from keelgate.checkpoint import SqliteCheckpointStore
 from keelgate.gateway import ApprovalPolicy, Gateway, Grants
 from keelgate.idempotency import SqliteIdempotencyStore
 from keelgate.loop import Loop, Plan, ProposedAction, StopConditions
+from keelgate.sqlite import SqliteStores
 from keelgate.testing import FrozenClock, Ledger, ScriptedPlanner, trading_tools
 
 AS_OF = datetime(2026, 11, 1, 9, 30, tzinfo=UTC)
+
+STORES_ENV = "KEELGATE_TEST_STORES"
+"""``one_file``: a :class:`World` (here and in child processes) puts its stores in one file."""
+LAYOUTS = ("files", "one_file")
+"""Three files, each store committing alone; or one file, the loop grouping commits."""
+
+
+@pytest.fixture(params=LAYOUTS)
+def store_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test once per store layout (child processes inherit it through the environment)."""
+    monkeypatch.setenv(STORES_ENV, request.param)
+    return str(request.param)
 
 
 def buy(symbol: str = "ACME", quantity: int = 10, side: str = "buy") -> ProposedAction:
@@ -56,6 +70,8 @@ class World:
     audit: SqliteAuditLog | None = None
     checkpoints: SqliteCheckpointStore | None = None
     keys: SqliteIdempotencyStore | None = None
+    one_file: bool = field(default_factory=lambda: os.environ.get(STORES_ENV) == "one_file")
+    """All three stores in one file (``SqliteStores``), so the loop groups their commits."""
 
     def loop(self, **kwargs: Any) -> Loop:
         """A fresh process's view: new objects over the same files."""
@@ -63,9 +79,13 @@ class World:
             if thing is not None:
                 thing.close()
         self.ledger = Ledger(self.root / "ledger.sqlite3")
-        self.audit = SqliteAuditLog(self.root / "audit.sqlite3", clock=self.clock)
-        self.checkpoints = SqliteCheckpointStore(self.root / "checkpoints.sqlite3")
-        self.keys = SqliteIdempotencyStore(self.root / "keys.sqlite3")
+        if self.one_file:
+            stores = SqliteStores(self.root / "keelgate.sqlite3", clock=self.clock)
+            self.audit, self.checkpoints, self.keys = stores.audit, stores.checkpoints, stores.idempotency
+        else:
+            self.audit = SqliteAuditLog(self.root / "audit.sqlite3", clock=self.clock)
+            self.checkpoints = SqliteCheckpointStore(self.root / "checkpoints.sqlite3")
+            self.keys = SqliteIdempotencyStore(self.root / "keys.sqlite3")
         self.planner = ScriptedPlanner(self.script, input_estimate=self.input_estimate)
         gateway = Gateway(
             trading_tools(self.ledger),
@@ -94,8 +114,8 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Callable[..., World]:
-    """Build a :class:`World` with a script in a temporary folder."""
+def world(tmp_path: Path, store_layout: str) -> Callable[..., World]:
+    """Build a :class:`World` with a script in a temporary folder, once per store layout."""
     made: list[World] = []
 
     def make(script: Sequence[Any], **kwargs: Any) -> World:

@@ -9,15 +9,14 @@ makes a returned append survive power loss, not just a process crash.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
-from keelgate._sqlite import open_durable
+from keelgate._sqlite import SqliteDatabase
 from keelgate.audit._event import GENESIS_HASH, AuditEvent, format_at, normalize_body
 from keelgate.errors import ChainBrokenError
 
@@ -44,8 +43,6 @@ _PAGE = 1_000
 """Rows fetched per query while streaming: bounded memory, and the lock is never held
 while the caller works on an event."""
 
-_T = TypeVar("_T")
-
 _Row = tuple[Any, Any, Any, Any, Any, Any, Any, Any]
 
 
@@ -56,12 +53,20 @@ class SqliteAuditLog:
     instance per process. Call :meth:`close` when done.
     """
 
-    def __init__(self, path: str | Path, *, clock: Clock | None = None) -> None:
+    def __init__(self, path: str | Path | SqliteDatabase, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._lock = threading.Lock()
-        self._conn = open_durable(path)
-        with self._lock:
-            self._write(lambda: self._conn.execute(_SCHEMA))
+        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+        try:
+            with self._db.write() as conn:
+                conn.execute(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
+
+    @property
+    def commit_group(self) -> SqliteDatabase:
+        """The database this log writes through (stores sharing it share commits)."""
+        return self._db
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event, committed durably, and return it as stored.
@@ -70,8 +75,8 @@ class SqliteAuditLog:
         """
         stored_body = normalize_body(body)
 
-        def insert() -> AuditEvent:
-            row = self._conn.execute(
+        with self._db.write() as conn:
+            row = conn.execute(
                 "SELECT seq, hash FROM audit_events WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1",
                 (tenant_id,),
             ).fetchone()
@@ -85,7 +90,7 @@ class SqliteAuditLog:
                 body=stored_body,
                 prev_hash=last_hash,
             )
-            self._conn.execute(
+            conn.execute(
                 f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     event.tenant_id,
@@ -98,10 +103,7 @@ class SqliteAuditLog:
                     event.hash,
                 ),
             )
-            return event
-
-        with self._lock:
-            return self._write(insert)
+        return event
 
     def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
         """The tenant's events after ``after_seq``, oldest first, fetched page by page."""
@@ -109,8 +111,8 @@ class SqliteAuditLog:
         remaining = limit
         while remaining is None or remaining > 0:
             page = _PAGE if remaining is None else min(_PAGE, remaining)
-            with self._lock:
-                rows: list[_Row] = self._conn.execute(
+            with self._db.read() as conn:
+                rows: list[_Row] = conn.execute(
                     f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ?"
                     " ORDER BY seq LIMIT ?",
                     (tenant_id, cursor_seq, page),
@@ -125,8 +127,8 @@ class SqliteAuditLog:
 
     def head(self, tenant_id: str) -> AuditEvent | None:
         """The newest event of the tenant's chain."""
-        with self._lock:
-            row: _Row | None = self._conn.execute(
+        with self._db.read() as conn:
+            row: _Row | None = conn.execute(
                 f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? ORDER BY seq DESC LIMIT 1",
                 (tenant_id,),
             ).fetchone()
@@ -134,28 +136,13 @@ class SqliteAuditLog:
 
     def close(self) -> None:
         """Close the connection; the instance is unusable afterwards."""
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> SqliteAuditLog:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _write(self, work: Callable[[], _T]) -> _T:
-        """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction; the caller holds ``_lock``."""
-        # IMMEDIATE takes the file's write lock now (waiting up to the busy timeout),
-        # not at the first write, so the head read inside cannot go stale.
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = work()
-            self._conn.execute("COMMIT")
-        except BaseException:
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            raise
-        return result
 
 
 def _event_from_row(row: _Row) -> AuditEvent:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from keelgate._sqlite import open_durable
+from keelgate._sqlite import SqliteDatabase
 from keelgate._state import LoopState
 from keelgate.errors import StaleCheckpointError
 
@@ -63,34 +61,31 @@ class SqliteCheckpointStore:
     transaction, which takes SQLite's write lock first: two writers, in threads or in
     separate processes sharing the file, cannot both pass the check, and the primary
     key ``(tenant_id, run_id, seq)`` backs it up. ``synchronous=FULL`` makes a
-    returned ``save`` survive a power cut, not only a crash. WAL lets readers run
-    beside the writer. One connection is shared between threads under a lock; open
-    one store per process.
+    returned ``save`` survive a power cut, not only a crash (inside a held commit
+    group: once the group is flushed). WAL lets readers run beside the writer. One
+    connection is shared between threads under a lock; open one store per process.
+    Give several stores one :class:`~keelgate._sqlite.SqliteDatabase` (see
+    :class:`keelgate.sqlite.SqliteStores`) and a loop groups their commits.
 
     ``":memory:"`` gives a private database that disappears with the store: useful in
     tests, useless for resume.
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        self._path = os.fspath(path)
-        self._lock = threading.Lock()
-        self._conn = open_durable(self._path)
+    def __init__(self, path: str | Path | SqliteDatabase = ":memory:") -> None:
+        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+        self._path = self._db.path
         try:
-            self._setup()
+            with self._db.write() as conn:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
 
-    def _setup(self) -> None:
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+    @property
+    def commit_group(self) -> SqliteDatabase:
+        """The database this store writes through (stores sharing it share commits)."""
+        return self._db
 
     @property
     def path(self) -> str:
@@ -102,31 +97,23 @@ class SqliteCheckpointStore:
         text = state.to_json()
         saved_at = datetime.now(UTC).isoformat()
         key = (state.tenant_id, state.run_id)
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(
-                    "SELECT MAX(seq) FROM checkpoints WHERE tenant_id = ? AND run_id = ?", key
-                ).fetchone()
-                latest: int | None = row[0]
-                if latest is not None and latest >= state.seq:
-                    raise StaleCheckpointError(detail=f"{state.run_id} seq {state.seq} <= {latest}")
-                conn.execute(
-                    _INSERT_CHECKPOINT,
-                    (*key, state.seq, str(state.phase), state.trace_id, text, saved_at),
-                )
-                conn.execute(_UPSERT_RUN, (*key, state.trace_id, state.seq))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._db.write() as conn:
+            row = conn.execute(
+                "SELECT MAX(seq) FROM checkpoints WHERE tenant_id = ? AND run_id = ?", key
+            ).fetchone()
+            latest: int | None = row[0]
+            if latest is not None and latest >= state.seq:
+                raise StaleCheckpointError(detail=f"{state.run_id} seq {state.seq} <= {latest}")
+            conn.execute(
+                _INSERT_CHECKPOINT,
+                (*key, state.seq, str(state.phase), state.trace_id, text, saved_at),
+            )
+            conn.execute(_UPSERT_RUN, (*key, state.trace_id, state.seq))
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The checkpoint with the highest seq, or None (also for another tenant's run)."""
-        with self._lock:
-            row = self._conn.execute(
+        with self._db.read() as conn:
+            row = conn.execute(
                 "SELECT state FROM checkpoints WHERE tenant_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1",
                 (tenant_id, run_id),
             ).fetchone()
@@ -134,16 +121,16 @@ class SqliteCheckpointStore:
 
     def runs(self, tenant_id: str) -> list[str]:
         """The tenant's run ids in the order of their first save."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self._db.read() as conn:
+            rows = conn.execute(
                 "SELECT run_id FROM runs WHERE tenant_id = ? ORDER BY created", (tenant_id,)
             ).fetchall()
         return [row[0] for row in rows]
 
     def history(self, tenant_id: str, run_id: str) -> list[LoopState]:
         """Every checkpoint of the run, lowest seq first (empty if absent)."""
-        with self._lock:
-            rows = self._conn.execute(
+        with self._db.read() as conn:
+            rows = conn.execute(
                 "SELECT state FROM checkpoints WHERE tenant_id = ? AND run_id = ? ORDER BY seq",
                 (tenant_id, run_id),
             ).fetchall()
@@ -155,8 +142,8 @@ class SqliteCheckpointStore:
         Trace ids are meant to be unique; if several runs share one, the one first
         saved most recently wins.
         """
-        with self._lock:
-            row = self._conn.execute(
+        with self._db.read() as conn:
+            row = conn.execute(
                 "SELECT run_id FROM runs WHERE tenant_id = ? AND trace_id = ? ORDER BY created DESC LIMIT 1",
                 (tenant_id, trace_id),
             ).fetchone()
@@ -164,8 +151,7 @@ class SqliteCheckpointStore:
 
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> SqliteCheckpointStore:
         return self

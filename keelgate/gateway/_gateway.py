@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
+from keelgate._commits import shared_group
 from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
 from keelgate._types import ActionStatus, SideEffect
 from keelgate.audit import AuditLog
@@ -202,6 +203,7 @@ class Gateway:
                 outcome=outcome.model_dump_json(),
                 now=self.clock.now(),
             )
+            self._flush()
             return outcome.model_copy(update={"status": ActionStatus.ERROR})
         except TimeoutError:
             # It may still be running: the key stays in flight and nobody guesses.
@@ -217,6 +219,7 @@ class Gateway:
                 outcome=outcome.model_dump_json(),
                 now=self.clock.now(),
             )
+            self._flush()  # what happened outside is recorded at once, not with the next step
         except KeyNotOwnedError:
             # Settled by someone else while the tool ran: their record wins.
             current = self.idempotency.get(ctx.tenant_id, action.idempotency_key)
@@ -231,7 +234,12 @@ class Gateway:
             return min(self.lease_seconds, tool.timeout + self.lease_grace)
         return self.lease_seconds
 
+    def _flush(self) -> None:
+        """A barrier for a loop grouping commits (keelgate._commits): make its writes durable."""
+        shared_group(self.idempotency, self.audit).flush()
+
     async def _invoke(self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction) -> Any:
+        self._flush()  # the key claim (and all before it) is durable before the tool runs
         call = ToolCall(
             tenant_id=ctx.tenant_id,
             run_id=ctx.run_id,

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from keelgate._sqlite import open_durable
+from keelgate._sqlite import SqliteDatabase
 from keelgate.errors import KeyNotOwnedError
 from keelgate.idempotency._memory import claim_status_of, require_aware
 from keelgate.idempotency._protocol import ClaimStatus, IdempotencyRecord, KeyStatus
@@ -91,34 +87,30 @@ class SqliteIdempotencyStore:
     ``busy_timeout`` makes competing writers wait rather than fail.
 
     One connection is shared by the threads of a process, serialised by a lock,
-    because a sqlite3 connection cannot run two statements at once.
+    because a sqlite3 connection cannot run two statements at once. Inside a held
+    commit group a claim is durable once the group is flushed, which the gateway does
+    before it calls the tool.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self._path = Path(path)
-        self._lock = threading.Lock()
-        self._conn = open_durable(self._path)
-        with self._write() as conn:
-            conn.execute(_SCHEMA)
+    def __init__(self, path: str | Path | SqliteDatabase) -> None:
+        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+        self._path = Path(self._db.path)
+        try:
+            with self._db.write() as conn:
+                conn.execute(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     @property
     def path(self) -> Path:
         """The database file."""
         return self._path
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: committed on success, rolled back on any exception."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                # SQLite may already have rolled back (an I/O error does that).
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    @property
+    def commit_group(self) -> SqliteDatabase:
+        """The database this store writes through (stores sharing it share commits)."""
+        return self._db
 
     def claim(
         self,
@@ -134,7 +126,7 @@ class SqliteIdempotencyStore:
         """Claim ``key`` for ``owner`` if it is new; otherwise report what is stored."""
         require_aware(now)
         lease_expires_at = now + timedelta(seconds=lease_seconds)
-        with self._write() as conn:
+        with self._db.write() as conn:
             inserted = conn.execute(
                 f"INSERT INTO idempotency_keys ({_COLUMNS})"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL, NULL)"
@@ -161,7 +153,7 @@ class SqliteIdempotencyStore:
     ) -> IdempotencyRecord:
         """Record the call's outcome (JSON text). Raises if ``owner`` does not hold the key."""
         require_aware(now)
-        with self._write() as conn:
+        with self._db.write() as conn:
             updated = conn.execute(
                 "UPDATE idempotency_keys SET status = ?, outcome = ?, completed_at = ?"
                 " WHERE tenant_id = ? AND key = ? AND status = ? AND owner = ?",
@@ -193,7 +185,7 @@ class SqliteIdempotencyStore:
         """Settle an in-flight key as completed or abandoned (reconcile)."""
         require_aware(now)
         status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
-        with self._write() as conn:
+        with self._db.write() as conn:
             updated = conn.execute(
                 "UPDATE idempotency_keys"
                 " SET status = ?, outcome = ?, completed_at = ?, settled_by = ?"
@@ -215,14 +207,13 @@ class SqliteIdempotencyStore:
 
     def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         """The stored record, or None."""
-        with self._lock:
-            row = self._conn.execute(_SELECT, (tenant_id, key)).fetchone()
+        with self._db.read() as conn:
+            row = conn.execute(_SELECT, (tenant_id, key)).fetchone()
         return None if row is None else _record(row)
 
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
     def __enter__(self) -> Self:
         return self

@@ -8,10 +8,12 @@ gets :class:`~keelgate.errors.StaleCheckpointError` or sees the first decision.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedAction
 from keelgate._types import ActionStatus
@@ -31,6 +33,7 @@ from keelgate.idempotency import KeyStatus
 
 if TYPE_CHECKING:
     from keelgate._clock import Clock
+    from keelgate._commits import CommitGroup
     from keelgate.gateway import Gateway
 
 __all__ = ["DecisionsMixin", "OutcomeConfirmer"]
@@ -51,12 +54,36 @@ class OutcomeConfirmer(Protocol):
         ...
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _one_commit(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """A decision's checkpoint, key settlement and audit event commit together."""
+
+    @functools.wraps(method)
+    def decided(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        self = args[0]
+        assert isinstance(self, DecisionsMixin)
+        with self._grouped():
+            return method(*args, **kwargs)
+
+    return decided
+
+
 class DecisionsMixin:
     """Approve, deny and reconcile, for :class:`~keelgate.loop.Loop`."""
 
     clock: Clock
     gateway: Gateway
     confirmer: OutcomeConfirmer | None
+
+    @property
+    def commit_group(self) -> CommitGroup:
+        raise NotImplementedError
+
+    def _grouped(self) -> AbstractContextManager[CommitGroup]:
+        raise NotImplementedError
 
     def _load(self, tenant_id: str, run_id: str) -> LoopState:
         raise NotImplementedError
@@ -67,6 +94,7 @@ class DecisionsMixin:
     def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
         raise NotImplementedError
 
+    @_one_commit
     def approve(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = "") -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree.
 
@@ -96,6 +124,7 @@ class DecisionsMixin:
         )
         return state
 
+    @_one_commit
     def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
         """Deny the call; the planner sees the denial and ``note`` on the next step."""
         if not note.strip():
@@ -138,6 +167,7 @@ class DecisionsMixin:
         """
         return self.reconcile_now(tenant_id, run_id, action_id, executed=executed, by=by, note=note)
 
+    @_one_commit
     def reconcile_now(
         self,
         tenant_id: str,
@@ -241,6 +271,7 @@ class DecisionsMixin:
         """Ask the confirmer; only a definite True or False settles the action."""
         if self.confirmer is None or self._may_be_running(state, action) is not None:
             return False
+        self.commit_group.flush()  # a barrier: the confirmer is outside
         try:
             answer: Any = self.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)
             if inspect.isawaitable(answer):

@@ -14,17 +14,20 @@ import inspect
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from keelgate._clock import Clock, SystemClock
+from keelgate._commits import CommitGroup, shared_group
 from keelgate._state import ErrorInfo, LoopState, PlannedAction, VerdictRecord
 from keelgate._types import ActionStatus, LoopType, Phase, StopReason
 from keelgate.audit import AuditLog
 from keelgate.checkpoint import CheckpointStore
 from keelgate.errors import (
     ConfigurationError,
+    CrashFailpoint,
     KeelgateError,
     PlannerError,
     RunExistsError,
@@ -104,6 +107,26 @@ class Loop(DecisionsMixin):
         """Asked at every phase boundary; True stops the run there, resumable (INTERRUPTED)."""
         self._tick_at = 0.0
 
+    @property
+    def commit_group(self) -> CommitGroup:
+        """What groups this loop's writes: shared by its three stores, else nothing."""
+        return shared_group(self.checkpoints, self.gateway.idempotency, self.audit)
+
+    @contextmanager
+    def _grouped(self) -> Iterator[CommitGroup]:
+        """Group writes until the block ends; a simulated crash drops the unflushed ones."""
+        group = self.commit_group
+        group.hold()
+        try:
+            yield group
+        except CrashFailpoint:
+            group.discard()
+            raise
+        except BaseException:
+            group.release()
+            raise
+        group.release()
+
     # -- public API ---------------------------------------------------------------
 
     async def run(
@@ -136,9 +159,10 @@ class Loop(DecisionsMixin):
             created_at=now,
         )
         self._tick_at = self.clock.monotonic()
-        self._save(state)
-        self._audit(state, "run.started", loop_type=state.loop_type.value)
-        return await self._drive(state, conditions)
+        with self._grouped():
+            self._save(state)
+            self._audit(state, "run.started", loop_type=state.loop_type.value)
+            return await self._drive(state, conditions)
 
     async def resume(
         self,
@@ -160,7 +184,8 @@ class Loop(DecisionsMixin):
         if state.phase is Phase.DONE:
             return self._result(state, StopReason.GOAL_REACHED)
         self._tick_at = self.clock.monotonic()
-        return await self._drive(state, conditions)
+        with self._grouped():
+            return await self._drive(state, conditions)
 
     async def run_or_resume(
         self,
@@ -212,6 +237,7 @@ class Loop(DecisionsMixin):
                 return result
 
     async def _plan(self, state: LoopState) -> LoopResult | None:
+        self.commit_group.flush()  # a barrier: context sources and the planner are outside
         extra = await self._context_items(state)
         request = PlanRequest(
             tenant_id=state.tenant_id,
@@ -266,6 +292,7 @@ class Loop(DecisionsMixin):
             ],
             final_answer=not plan.actions,
         )
+        self.commit_group.flush()  # the plan was paid for, and it is the write-ahead log
         self.failpoints.hit("after_plan")
         if unpriced:
             return await self._stop(state, StopReason.COST_UNKNOWN)
@@ -322,6 +349,7 @@ class Loop(DecisionsMixin):
             actions=tuple(state.actions),
             observations=tuple(a.outcome.output for a in state.actions if a.outcome.output),
         )
+        self.commit_group.flush()  # a barrier: the verifier is outside
         try:
             raw: Any = self.verifier.verify(request)
             if inspect.isawaitable(raw):

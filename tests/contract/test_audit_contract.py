@@ -51,7 +51,7 @@ def test_logs_satisfy_the_protocol(kind: str, tmp_path: Path) -> None:
 def test_sqlite_log_uses_wal_and_full_sync(tmp_path: Path) -> None:
     """The SQLite file is in WAL mode and the connection syncs fully on commit."""
     with SqliteAuditLog(tmp_path / "a.sqlite3") as log:
-        conn = log._conn
+        conn = log._db.conn
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
         assert conn.execute("PRAGMA busy_timeout").fetchone() == (30000,)

@@ -25,7 +25,7 @@ from tests.integration._scenario import (
     recover,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("store_layout")]
 
 crashes = st.builds(
     Crash,

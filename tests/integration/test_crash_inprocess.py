@@ -40,6 +40,8 @@ from tests.integration._scenario import (
     wait_for_leases,
 )
 
+pytestmark = pytest.mark.usefixtures("store_layout")
+
 
 class RecordingFailpoints(Failpoints):
     """Failpoints that never fire and remember the order the windows were reached in."""

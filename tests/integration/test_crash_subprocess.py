@@ -27,7 +27,7 @@ from tests.integration._scenario import (
     reconcile_unknowns,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("store_layout")]
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("_crash_child.py")
