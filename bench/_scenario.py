@@ -25,6 +25,7 @@ from keelgate.checkpoint import CheckpointStore, SqliteCheckpointStore
 from keelgate.gateway import Gateway, Grants, SideEffect, Tool, ToolCall
 from keelgate.idempotency import IdempotencyStore, SqliteIdempotencyStore
 from keelgate.loop import Loop, Plan, ProposedAction, StopConditions
+from keelgate.sqlite import SqliteDatabase, SqliteStores
 from keelgate.testing import ScriptedPlanner
 
 AS_OF = datetime(2026, 11, 1, 9, 30, tzinfo=UTC)
@@ -102,7 +103,10 @@ def keelgate_loop(
 
 
 def sqlite_connections(store: object) -> list[tuple[str, sqlite3.Connection]]:
-    """Every sqlite3 connection a store holds as an attribute (unwrapping timing proxies)."""
+    """Every sqlite3 connection a store holds (through its database, or as an attribute)."""
+    db = getattr(store, "commit_group", None)
+    if isinstance(db, SqliteDatabase):
+        return [("conn", db.conn)]
     out = []
     for name, value in vars(store).items():
         conn = getattr(value, "_conn", value) if not isinstance(value, sqlite3.Connection) else value
@@ -112,16 +116,34 @@ def sqlite_connections(store: object) -> list[tuple[str, sqlite3.Connection]]:
 
 
 class SqliteKeelgate:
-    """Keelgate's three SQLite file stores in one folder, as ``tests/conftest.py`` wires them."""
+    """Keelgate's SQLite stores in one folder.
+
+    ``one_file=True`` (the recommended wiring, :class:`keelgate.sqlite.SqliteStores`):
+    all three stores in one file, so the loop groups their commits. ``False``: three
+    files as ``tests/conftest.py`` also wires them, every write committing alone (the
+    figure before commit grouping).
+    """
 
     def __init__(
-        self, root: Path, *, effect: Effect | None = None, lease_seconds: float = 300.0, prewarm: bool = True
+        self,
+        root: Path,
+        *,
+        effect: Effect | None = None,
+        lease_seconds: float = 300.0,
+        prewarm: bool = True,
+        one_file: bool = True,
     ) -> None:
-        paths = [root / "checkpoints.sqlite3", root / "keys.sqlite3", root / "audit.sqlite3"]
-        self._holders = [prewarm_sqlite(p) for p in paths] if prewarm else []
-        self.checkpoints = SqliteCheckpointStore(paths[0])
-        self.keys = SqliteIdempotencyStore(paths[1])
-        self.audit = SqliteAuditLog(paths[2])
+        if one_file:
+            paths = [root / "keelgate.sqlite3"]
+            self._holders = [prewarm_sqlite(p) for p in paths] if prewarm else []
+            stores = SqliteStores(paths[0])
+            self.checkpoints, self.keys, self.audit = stores.checkpoints, stores.idempotency, stores.audit
+        else:
+            paths = [root / "checkpoints.sqlite3", root / "keys.sqlite3", root / "audit.sqlite3"]
+            self._holders = [prewarm_sqlite(p) for p in paths] if prewarm else []
+            self.checkpoints = SqliteCheckpointStore(paths[0])
+            self.keys = SqliteIdempotencyStore(paths[1])
+            self.audit = SqliteAuditLog(paths[2])
         self.loop = keelgate_loop(
             checkpoints=self.checkpoints,
             idempotency=self.keys,
@@ -131,7 +153,7 @@ class SqliteKeelgate:
         )
 
     def connections(self) -> dict[str, sqlite3.Connection]:
-        """The stores' connections (for counting commits), found by type, not by name."""
+        """The stores' distinct connections (for counting commits), found by type, not by name."""
         found: dict[str, sqlite3.Connection] = {}
         for label, store in (
             ("checkpoint", self.checkpoints),
@@ -139,7 +161,10 @@ class SqliteKeelgate:
             ("audit", self.audit),
         ):
             for name, conn in sqlite_connections(store):
-                found[label if name == "_conn" else f"{label}.{name}"] = conn
+                if all(conn is not c for c in found.values()):
+                    found[label if name in ("_conn", "conn") else f"{label}.{name}"] = conn
+        if len(found) == 1:
+            return {"one file": next(iter(found.values()))}
         return found
 
     def close(self) -> None:

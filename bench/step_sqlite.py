@@ -23,18 +23,26 @@ BENCH = "1. step, SQLite"
 BENCH_OFF = "1b. step, SQLite, synchronous=OFF"
 
 
-def count_commits(k: SqliteKeelgate, g: SqliteLangGraph, steps: int = 3) -> dict[str, Any]:
-    """Durable commits and SQL statements per step, for both engines (calibration, untimed)."""
-    counter = CommitCounter()
-    for label, conn in k.connections().items():
-        counter.attach(label, conn)
+def count_commits(
+    k: SqliteKeelgate, g: SqliteLangGraph, files: SqliteKeelgate, steps: int = 3
+) -> dict[str, Any]:
+    """Durable commits and SQL statements per step, for every engine (calibration, untimed)."""
 
-    async def go() -> None:
-        for _ in range(steps):
-            await run_step(k.loop)
+    def keelgate(engine: SqliteKeelgate) -> CommitCounter:
+        counter = CommitCounter()
+        for label, conn in engine.connections().items():
+            counter.attach(label, conn)
 
-    asyncio.run(go())
-    counter.detach()
+        async def go() -> None:
+            for _ in range(steps):
+                await run_step(engine.loop)
+
+        asyncio.run(go())
+        counter.detach()
+        return counter
+
+    counter = keelgate(k)
+    before = keelgate(files)
     lg = CommitCounter()
     lg.attach("langgraph", g.conn)
     for _ in range(steps):
@@ -44,6 +52,8 @@ def count_commits(k: SqliteKeelgate, g: SqliteLangGraph, steps: int = 3) -> dict
         "keelgate_commits": counter.total / steps,
         "keelgate_commits_by_store": {k_: v / steps for k_, v in counter.commits.items()},
         "keelgate_statements": sum(counter.statements.values()) / steps,
+        "files_commits": before.total / steps,
+        "files_statements": sum(before.statements.values()) / steps,
         "langgraph_commits": lg.total / steps,
         "langgraph_statements": sum(lg.statements.values()) / steps,
     }
@@ -60,25 +70,33 @@ def run() -> list[Row]:
     rows: list[Row] = []
     with scratch("step-sqlite") as root:
         k = SqliteKeelgate(root)
+        (root / "files").mkdir()
+        files = SqliteKeelgate(root / "files", one_file=False)
         g = SqliteLangGraph(root)
         floor = SqliteFloor(root / "floor.sqlite3")
         runner = asyncio.Runner()
         try:
-            counts = count_commits(k, g)
+            counts = count_commits(k, g, files)
             commits = round(counts["keelgate_commits"])
             progress(
                 f"{BENCH}: Keelgate commits {counts['keelgate_commits']:.1f}/step "
-                f"{counts['keelgate_commits_by_store']}, LangGraph {counts['langgraph_commits']:.1f}/step"
+                f"({counts['files_commits']:.1f} on three files), "
+                f"LangGraph {counts['langgraph_commits']:.1f}/step"
             )
 
-            async def keelgate_batch() -> None:
-                for _ in range(batch):
-                    await run_step(k.loop)
+            def timed(engine: SqliteKeelgate) -> Any:
+                async def keelgate_batch() -> None:
+                    for _ in range(batch):
+                        await run_step(engine.loop)
 
-            def keelgate() -> float:
-                t = time.perf_counter()
-                runner.run(keelgate_batch())
-                return (time.perf_counter() - t) / batch * 1e6
+                def case() -> float:
+                    t = time.perf_counter()
+                    runner.run(keelgate_batch())
+                    return (time.perf_counter() - t) / batch * 1e6
+
+                return case
+
+            keelgate, keelgate_files = timed(k), timed(files)
 
             def langgraph() -> float:
                 t = time.perf_counter()
@@ -92,18 +110,24 @@ def run() -> list[Row]:
                     floor.commits(commits)
                 return (time.perf_counter() - t) / batch * 1e6
 
-            cases = {"keelgate": keelgate, "langgraph": langgraph, "floor": bare}
+            cases = {
+                "keelgate": keelgate,
+                "keelgate_files": keelgate_files,
+                "langgraph": langgraph,
+                "floor": bare,
+            }
             for case in cases.values():  # warm up: imports, caches, first pages
                 case()
             for name, passes in ((BENCH, "FULL"), (BENCH_OFF, "OFF")):
-                conns = [*k.connections().values(), g.conn, floor.db]
+                conns = [*k.connections().values(), *files.connections().values(), g.conn, floor.db]
                 _set_sync(conns, passes)
                 values = interleave(name, cases, rounds=rounds)
                 rows.extend(_rows(name, values, counts, commits, batch))
-            _set_sync([*k.connections().values(), g.conn, floor.db], "FULL")
+            _set_sync([*k.connections().values(), *files.connections().values(), g.conn, floor.db], "FULL")
         finally:
             runner.close()
             k.close()
+            files.close()
             g.close()
             floor.close()
     return rows
@@ -112,12 +136,12 @@ def run() -> list[Row]:
 def _rows(
     name: str, values: dict[str, list[float]], counts: dict[str, Any], commits: int, batch: int
 ) -> list[Row]:
-    km, lm, fm = (median(values[n]) for n in ("keelgate", "langgraph", "floor"))
+    km, bm, lm, fm = (median(values[n]) for n in ("keelgate", "keelgate_files", "langgraph", "floor"))
     common = {"batch": batch}
     return [
         Row(
             name,
-            "Keelgate (SqliteCheckpointStore + SqliteIdempotencyStore + SqliteAuditLog)",
+            "Keelgate, SqliteStores: one file, grouped commits",
             "step",
             "us/step",
             km,
@@ -129,6 +153,22 @@ def _rows(
                 "statements_per_step": counts["keelgate_statements"],
                 "vs_langgraph": km / lm,
                 "vs_floor": km / fm,
+            },
+        ),
+        Row(
+            name,
+            "Keelgate, three files, a commit per write (before grouping)",
+            "step",
+            "us/step",
+            bm,
+            values["keelgate_files"],
+            ratio=bm / lm,
+            ratio_to="vs LangGraph",
+            extra={
+                **common,
+                "commits_per_step": counts["files_commits"],
+                "statements_per_step": counts["files_statements"],
+                "vs_langgraph": bm / lm,
             },
         ),
         Row(
