@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -31,18 +32,20 @@ NOTIFY_CHANNEL = "keelgate_audit"
 class DjangoAuditLog:
     """Per-tenant hash chains in the ``audit_auditevent`` table."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, group: Any = None) -> None:
         self.clock: Clock = clock or SystemClock()
+        self.commit_group = group
+        """A ``runs.commits.DjangoCommitGroup`` shared with a loop's other stores, or None."""
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return self.commit_group.write() if self.commit_group is not None else transaction.atomic()
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
         body = normalize_body(body)  # refuse a non-JSON body before taking the lock
-        with transaction.atomic():
-            ChainHead.objects.bulk_create(
-                [ChainHead(tenant_id=tenant_id, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True
-            )
-            head = ChainHead.objects.select_for_update().get(tenant_id=tenant_id)
-            event = AuditEvent.build(tenant_id, head.seq + 1, self.clock.now(), actor, kind, body, head.hash)
+        with self._transaction():
+            head_seq, head_hash = _lock_head(tenant_id)
+            event = AuditEvent.build(tenant_id, head_seq + 1, self.clock.now(), actor, kind, body, head_hash)
             EventRow.objects.create(
                 tenant_id=tenant_id,
                 seq=event.seq,
@@ -53,10 +56,7 @@ class DjangoAuditLog:
                 prev_hash=event.prev_hash,
                 hash=event.hash,
             )
-            ChainHead.objects.filter(tenant_id=tenant_id).update(seq=event.seq, hash=event.hash)
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_notify(%s, %s)", [NOTIFY_CHANNEL, f"{tenant_id}:{event.seq}"])
+            _move_head(tenant_id, event.seq, event.hash)
         return event
 
     def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
@@ -71,6 +71,42 @@ class DjangoAuditLog:
         """The newest event of the tenant's chain."""
         row = EventRow.objects.filter(tenant_id=tenant_id).order_by("-seq").first()
         return None if row is None else event_from_row(row)
+
+
+def _lock_head(tenant_id: str) -> tuple[int, str]:
+    """The tenant's head, created if missing and locked until the commit, in one statement.
+
+    An upsert that always takes its ``DO UPDATE`` branch locks the row like ``SELECT ..
+    FOR UPDATE`` (PostgreSQL); on SQLite the IMMEDIATE transaction holds the write lock.
+    """
+    qn = connection.ops.quote_name
+    table = qn(ChainHead._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} ({qn('tenant_id')}, {qn('seq')}, {qn('hash')}) VALUES (%s, 0, %s)"
+            f" ON CONFLICT ({qn('tenant_id')}) DO UPDATE SET {qn('seq')} = {table}.{qn('seq')}"
+            f" RETURNING {qn('seq')}, {qn('hash')}",
+            [tenant_id, GENESIS_HASH],
+        )
+        seq, hash_ = cursor.fetchone()
+    return int(seq), str(hash_)
+
+
+def _move_head(tenant_id: str, seq: int, hash_: str) -> None:
+    """Point the head at the new event; on PostgreSQL the same statement queues the NOTIFY."""
+    qn = connection.ops.quote_name
+    update = (
+        f"UPDATE {qn(ChainHead._meta.db_table)} SET {qn('seq')} = %s, {qn('hash')} = %s"
+        f" WHERE {qn('tenant_id')} = %s"
+    )
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"{update} RETURNING pg_notify(%s, %s)",
+                [seq, hash_, tenant_id, NOTIFY_CHANNEL, f"{tenant_id}:{seq}"],
+            )
+        else:
+            cursor.execute(update, [seq, hash_, tenant_id])
 
 
 def event_from_row(row: EventRow) -> AuditEvent:

@@ -2,8 +2,9 @@
 
 The same step as benchmark 1. Keelgate runs over ``DjangoCheckpointStore``,
 ``DjangoIdempotencyStore`` and ``DjangoAuditLog`` exactly as ``runs.engine.build_loop``
-wires them for the worker, fenced by the run's lease epoch, with a ``Run`` row per step
-created beforehand (untimed). Durable commits are counted twice: on the client, as
+wires them for the worker (``database_stores``: one commit group), fenced by the run's
+lease epoch, with a ``Run`` row per step created beforehand (untimed). Durable commits
+are counted twice: on the client, as
 transactions that changed or locked a row (an execute wrapper and a hook on commit),
 and on the server, as the change of ``pg_stat_database.xact_commit`` for the scratch
 database, which also counts read-only transactions.
@@ -96,16 +97,11 @@ def _new_runs(n: int) -> list[str]:
 
 async def keelgate_step(run_id: str) -> None:
     """One step on the Django stores, fenced like the worker's."""
-    from audit.store import DjangoAuditLog
+    from runs.engine import database_stores
     from runs.fencing import Fence
-    from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
 
-    fence = Fence(TENANT, run_id, 1)
-    loop = keelgate_loop(
-        checkpoints=DjangoCheckpointStore(fence=fence),
-        idempotency=DjangoIdempotencyStore(fence=fence),
-        audit=DjangoAuditLog(),
-    )
+    checkpoints, idempotency, audit = database_stores(Fence(TENANT, run_id, 1))
+    loop = keelgate_loop(checkpoints=checkpoints, idempotency=idempotency, audit=audit)
     result = await loop.run(goal=GOAL, tenant_id=TENANT, agent_id=AGENT, as_of=AS_OF, run_id=run_id)
     if not result.goal_reached:
         raise RuntimeError(f"the step stopped with {result.stop_reason}")

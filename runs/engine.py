@@ -8,8 +8,21 @@ from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType
 from runs.agents import Agent, load_agent
+from runs.commits import DjangoCommitGroup
 from runs.fencing import Fence
 from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+
+
+def database_stores(
+    fence: Fence | None = None,
+) -> tuple[DjangoCheckpointStore, DjangoIdempotencyStore, DjangoAuditLog]:
+    """The three ORM stores over one commit group, so a loop groups their commits."""
+    group = DjangoCommitGroup(fence)
+    return (
+        DjangoCheckpointStore(group=group),
+        DjangoIdempotencyStore(group=group),
+        DjangoAuditLog(group=group),
+    )
 
 
 def build_loop(
@@ -25,18 +38,19 @@ def build_loop(
     """The agent's loop over the ORM stores; ``fence`` makes every write check the lease."""
     if isinstance(agent, str):
         agent = load_agent(agent)
+    checkpoints, idempotency, audit = database_stores(fence)
     gateway = Gateway(
         agent.tools,
         grants=Grants({agent.name: agent.grants}),
-        idempotency=DjangoIdempotencyStore(fence=fence),
-        audit=DjangoAuditLog(),
+        idempotency=idempotency,
+        audit=audit,
         policy=agent.policy,
         lease_seconds=lease_seconds,
     )
     return Loop(
         planner=agent.planner,
         gateway=gateway,
-        checkpoints=DjangoCheckpointStore(fence=fence),
+        checkpoints=checkpoints,
         verifier=agent.verifier,
         stop=agent.stop,
         confirmer=agent.confirmer,

@@ -10,48 +10,56 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
-from runs.fencing import Fence, check_fence
+from runs.commits import DjangoCommitGroup
+from runs.fencing import Fence
 from runs.models import Checkpoint, Run
 from runs.models import IdempotencyRecord as KeyRow
 
 
 class DjangoCheckpointStore:
-    """Checkpoints in the database; keeps every one, so history is available."""
+    """Checkpoints in the database; keeps every one, so history is available.
 
-    def __init__(self, *, fence: Fence | None = None) -> None:
-        self.fence = fence
+    A run with a ``Run`` row (every run the site starts) is checked for staleness by
+    the projection's own ``UPDATE .. WHERE seq < new``: one statement that also locks
+    the row until the commit, so two savers of one seq cannot both pass. A run without
+    one (the engine's contract suite) falls back to reading the latest seq.
+    """
+
+    def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
+        self.commit_group = group or DjangoCommitGroup(fence)
+
+    @property
+    def fence(self) -> Fence | None:
+        return self.commit_group.fence
 
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
         text = state.to_json()
-        with transaction.atomic():
-            check_fence(self.fence)
-            latest = (
-                Checkpoint.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id)
-                .order_by("-seq")
-                .values_list("seq", flat=True)
-                .first()
-            )
-            if latest is not None and latest >= state.seq:
-                raise StaleCheckpointError(f"{state.run_id} seq {state.seq} <= {latest}")
-            try:
-                with transaction.atomic():
-                    Checkpoint.objects.create(
-                        tenant_id=state.tenant_id,
-                        run_id=state.run_id,
-                        seq=state.seq,
-                        phase=state.phase.value,
-                        trace_id=state.trace_id,
-                        state=text,
-                    )
-            except IntegrityError as exc:  # a concurrent writer inserted this seq first
-                raise StaleCheckpointError(f"{state.run_id} seq {state.seq}") from exc
-            _project(state)
+        with self.commit_group.write():
+            if _project(state) == 0:
+                latest = (
+                    Checkpoint.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id)
+                    .order_by("-seq")
+                    .values_list("seq", flat=True)
+                    .first()
+                )
+                if latest is not None and latest >= state.seq:
+                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq} <= {latest}")
+                if Run.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id).exists():
+                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq} is not newer")
+                try:
+                    with transaction.atomic():
+                        _insert(state, text)
+                except IntegrityError as exc:  # a concurrent writer inserted this seq first
+                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq}") from exc
+            else:
+                _insert(state, text)
+            _sync_inbox(state)
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""
@@ -94,11 +102,26 @@ class DjangoCheckpointStore:
         )
 
 
-def _project(state: LoopState) -> None:
-    """Keep the Run row and the inbox in step with the checkpoint just saved."""
+def _insert(state: LoopState, text: str) -> None:
+    Checkpoint.objects.create(
+        tenant_id=state.tenant_id,
+        run_id=state.run_id,
+        seq=state.seq,
+        phase=state.phase.value,
+        trace_id=state.trace_id,
+        state=text,
+    )
+
+
+def _sync_inbox(state: LoopState) -> None:
     from approvals.projection import sync_inbox
 
-    Run.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id).update(
+    sync_inbox(state)
+
+
+def _project(state: LoopState) -> int:
+    """Move the Run row to this checkpoint if it is newer; 0 if stale or there is no row."""
+    return Run.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id, seq__lt=state.seq).update(
         phase=state.phase.value,
         stop_reason=state.stop_reason.value if state.stop_reason else "",
         error_code=state.error.code if state.error else "",
@@ -108,14 +131,17 @@ def _project(state: LoopState) -> None:
         seq=state.seq,
         trace_id=state.trace_id,
     )
-    sync_inbox(state)
 
 
 class DjangoIdempotencyStore:
     """Idempotency keys in the database, with the claim fenced by the worker's lease."""
 
-    def __init__(self, *, fence: Fence | None = None) -> None:
-        self.fence = fence
+    def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
+        self.commit_group = group or DjangoCommitGroup(fence)
+
+    @property
+    def fence(self) -> Fence | None:
+        return self.commit_group.fence
 
     def claim(
         self,
@@ -128,25 +154,27 @@ class DjangoIdempotencyStore:
         now: datetime,
         lease_seconds: float,
     ) -> tuple[ClaimStatus, IdempotencyRecord]:
-        """Insert the key if new (one winner, by the unique constraint); else report it."""
+        """Insert the key if new (one winner, by the unique constraint); else report it.
+
+        ``INSERT .. ON CONFLICT DO NOTHING RETURNING``: the loser learns it lost without
+        an error, so no savepoint is needed and a grouped transaction stays usable.
+        """
         _aware(now)
-        with transaction.atomic():
-            check_fence(self.fence)
-            try:
-                with transaction.atomic():
-                    row = KeyRow.objects.create(
-                        tenant_id=tenant_id,
-                        key=key,
-                        status=KeyStatus.IN_FLIGHT.value,
-                        owner=owner,
-                        run_id=run_id,
-                        action_id=action_id,
-                        claimed_at=now,
-                        lease_expires_at=now + timedelta(seconds=lease_seconds),
-                    )
-                return ClaimStatus.CLAIMED, _record(row)
-            except IntegrityError:
-                pass
+        expires = now + timedelta(seconds=lease_seconds)
+        with self.commit_group.write():
+            inserted = _insert_key(tenant_id, key, owner, run_id, action_id, now, expires)
+        if inserted:
+            record = IdempotencyRecord(
+                tenant_id=tenant_id,
+                key=key,
+                status=KeyStatus.IN_FLIGHT,
+                owner=owner,
+                run_id=run_id,
+                action_id=action_id,
+                claimed_at=now,
+                lease_expires_at=expires,
+            )
+            return ClaimStatus.CLAIMED, record
         row = KeyRow.objects.get(tenant_id=tenant_id, key=key)
         return ClaimStatus(row.status), _record(row)
 
@@ -155,14 +183,13 @@ class DjangoIdempotencyStore:
     ) -> IdempotencyRecord:
         """Store the outcome if ``owner`` still holds the key in flight."""
         _aware(now)
-        with transaction.atomic():
-            check_fence(self.fence)
+        with self.commit_group.write():
             updated = KeyRow.objects.filter(
                 tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value, owner=owner
             ).update(status=KeyStatus.COMPLETED.value, outcome=outcome, completed_at=now)
-            if updated != 1:
-                raise KeyNotOwnedError(key)
-            return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+        if updated != 1:
+            raise KeyNotOwnedError(key)
+        return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
 
     def settle(
         self,
@@ -177,18 +204,36 @@ class DjangoIdempotencyStore:
         """Settle an in-flight key as completed or abandoned (the reconcile path)."""
         _aware(now)
         status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
-        with transaction.atomic():
+        with self.commit_group.write():
             updated = KeyRow.objects.filter(
                 tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value
             ).update(status=status.value, outcome=outcome, completed_at=now, settled_by=by)
-            if updated != 1:
-                raise KeyNotOwnedError(key)
-            return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+        if updated != 1:
+            raise KeyNotOwnedError(key)
+        return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
 
     def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         """The record, or None."""
         row = KeyRow.objects.filter(tenant_id=tenant_id, key=key).first()
         return None if row is None else _record(row)
+
+
+def _insert_key(
+    tenant_id: str, key: str, owner: str, run_id: str, action_id: str, now: datetime, expires: datetime
+) -> bool:
+    """True if this call inserted the in-flight key, False if it existed already."""
+    qn = connection.ops.quote_name
+    stamp = connection.ops.adapt_datetimefield_value
+    columns = ("tenant_id", "key", "status", "owner", "run_id", "action_id", "claimed_at", "lease_expires_at")
+    sql = (
+        f"INSERT INTO {qn(KeyRow._meta.db_table)} ({', '.join(qn(c) for c in columns)})"
+        f" VALUES ({', '.join(['%s'] * len(columns))})"
+        f" ON CONFLICT ({qn('tenant_id')}, {qn('key')}) DO NOTHING RETURNING {qn('id')}"
+    )
+    params = (tenant_id, key, KeyStatus.IN_FLIGHT.value, owner, run_id, action_id, stamp(now), stamp(expires))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
 
 
 def _aware(now: datetime) -> None:
