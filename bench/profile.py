@@ -119,7 +119,7 @@ def _report(title: str, total: float, steps: int) -> None:
 
 
 def profile_sqlite(steps: int) -> None:
-    from bench._scenario import SqliteKeelgate, run_step, sqlite_connections
+    from bench._scenario import SqliteKeelgate, run_step
 
     for mode in ("FULL", "OFF"):
         with scratch("profile") as root:
@@ -133,9 +133,8 @@ def profile_sqlite(steps: int) -> None:
                     await run_step(loop)
 
             runner.run(batch(20))  # warm
-            for label, store in (("checkpoint", k.checkpoints), ("idempotency", k.keys), ("audit", k.audit)):
-                for name, conn in sqlite_connections(store):
-                    setattr(store, name, TimedConnection(label, conn))
+            db = k.checkpoints.commit_group  # SqliteStores: one database for all three stores
+            db.conn = TimedConnection("one file", db.conn)  # type: ignore[assignment]
             undo = _hot_spots()
             _acc.clear()
             _calls.clear()
@@ -146,8 +145,7 @@ def profile_sqlite(steps: int) -> None:
             for u in undo:
                 u()
             sizes = (
-                sqlite_connections(k.checkpoints)[0][1]
-                .execute("SELECT count(*), avg(length(state)), max(length(state)) FROM checkpoints")
+                k.checkpoints.commit_group.conn.execute("SELECT count(*), avg(length(state)), max(length(state)) FROM checkpoints")
                 .fetchone()
             )
             print(

@@ -12,12 +12,13 @@ Stores on separate files each commit on their own, exactly as before.
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 __all__ = ["NO_GROUP", "CommitGroup", "shared_group"]
 
+_METHODS = ("hold", "flush", "release", "discard")
 
-@runtime_checkable
+
 class CommitGroup(Protocol):
     """Writes made by the holder between :meth:`hold` and :meth:`release` share commits."""
 
@@ -61,6 +62,9 @@ def shared_group(*stores: object) -> CommitGroup:
     """
     groups = [getattr(store, "commit_group", None) for store in stores]
     first = groups[0]
-    if first is None or not isinstance(first, CommitGroup) or any(g is not first for g in groups):
+    if first is None or any(g is not first for g in groups):
         return NO_GROUP
-    return first
+    if not all(callable(getattr(first, name, None)) for name in _METHODS):
+        return NO_GROUP
+    group: CommitGroup = first
+    return group

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
-from keelgate._commits import shared_group
+from keelgate._commits import CommitGroup, shared_group
 from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
 from keelgate._types import ActionStatus, SideEffect
 from keelgate.audit import AuditLog
@@ -88,6 +88,7 @@ class Gateway:
         self.grants = grants
         self.idempotency = idempotency
         self.audit = audit
+        self._group_of: tuple[tuple[int, int], CommitGroup] | None = None
         self.policy: ApprovalPolicy = policy or NoApproval()
         self.clock: Clock = clock or SystemClock()
         self.lease_seconds = lease_seconds
@@ -160,7 +161,9 @@ class Gateway:
         if tool.side_effect is SideEffect.READ:
             outcome = await self._run_read(tool, arguments, ctx, action)
             return self._finish(ctx, action, outcome, approval)
-        return self._finish(ctx, action, await self._run_once(tool, arguments, ctx, action), approval)
+        result = self._finish(ctx, action, await self._run_once(tool, arguments, ctx, action), approval)
+        self._flush()  # what happened outside is recorded at once (key and audit), not with the next step
+        return result
 
     async def _run_read(
         self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction
@@ -203,7 +206,6 @@ class Gateway:
                 outcome=outcome.model_dump_json(),
                 now=self.clock.now(),
             )
-            self._flush()
             return outcome.model_copy(update={"status": ActionStatus.ERROR})
         except TimeoutError:
             # It may still be running: the key stays in flight and nobody guesses.
@@ -219,7 +221,6 @@ class Gateway:
                 outcome=outcome.model_dump_json(),
                 now=self.clock.now(),
             )
-            self._flush()  # what happened outside is recorded at once, not with the next step
         except KeyNotOwnedError:
             # Settled by someone else while the tool ran: their record wins.
             current = self.idempotency.get(ctx.tenant_id, action.idempotency_key)
@@ -236,7 +237,10 @@ class Gateway:
 
     def _flush(self) -> None:
         """A barrier for a loop grouping commits (keelgate._commits): make its writes durable."""
-        shared_group(self.idempotency, self.audit).flush()
+        ids = (id(self.idempotency), id(self.audit))
+        if self._group_of is None or self._group_of[0] != ids:
+            self._group_of = (ids, shared_group(self.idempotency, self.audit))
+        self._group_of[1].flush()
 
     async def _invoke(self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction) -> Any:
         self._flush()  # the key claim (and all before it) is durable before the tool runs

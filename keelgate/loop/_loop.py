@@ -106,11 +106,16 @@ class Loop(DecisionsMixin):
         self.should_stop = should_stop
         """Asked at every phase boundary; True stops the run there, resumable (INTERRUPTED)."""
         self._tick_at = 0.0
+        self._group_of: tuple[tuple[int, ...], CommitGroup] | None = None
 
     @property
     def commit_group(self) -> CommitGroup:
         """What groups this loop's writes: shared by its three stores, else nothing."""
-        return shared_group(self.checkpoints, self.gateway.idempotency, self.audit)
+        stores = (self.checkpoints, self.gateway.idempotency, self.audit)
+        ids = tuple(map(id, stores))
+        if self._group_of is None or self._group_of[0] != ids:
+            self._group_of = (ids, shared_group(*stores))
+        return self._group_of[1]
 
     @contextmanager
     def _grouped(self) -> Iterator[CommitGroup]:
