@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError, NoteRequiredError
+from keelgate_site.db import unique_or_none
 from runs.engine import build_loop
 from runs.services import run_requeue
 from tenants.access import NotFoundError, require_role
@@ -32,7 +33,9 @@ def approval_decide(
         raise NoteRequiredError()
     by = user.get_username()
     with transaction.atomic():
-        approval = Approval.objects.select_for_update().filter(tenant_id=tenant_id, pk=approval_id).first()
+        approval = unique_or_none(
+            Approval.objects.select_for_update().filter(tenant_id=tenant_id, pk=approval_id)
+        )
         if approval is None:
             raise NotFoundError()
         if approval.status != ApprovalStatus.PENDING:
@@ -63,7 +66,9 @@ def unknown_reconcile(
     if not note.strip():
         raise NoteRequiredError()
     with transaction.atomic():
-        item = UnknownOutcome.objects.select_for_update().filter(tenant_id=tenant_id, pk=item_id).first()
+        item = unique_or_none(
+            UnknownOutcome.objects.select_for_update().filter(tenant_id=tenant_id, pk=item_id)
+        )
         if item is None:
             raise NotFoundError()
         if item.settled:

@@ -33,6 +33,7 @@ from keelgate_site.api_common import (
     keyset_page,
     responses,
 )
+from keelgate_site.db import unique_or_none
 from runs.models import Run, RunStatus
 from runs.schemas import (
     AGENT,
@@ -150,7 +151,7 @@ def _claim_key(caller: Caller, key: str, fingerprint: str) -> ApiIdempotencyKey:
     scope: dict[str, Any] = {"tenant__slug": caller.tenant_id, "user": caller.user, "key": key}
     try:
         with transaction.atomic():
-            row = ApiIdempotencyKey.objects.select_for_update().filter(**scope).first()
+            row = unique_or_none(ApiIdempotencyKey.objects.select_for_update().filter(**scope))
             if row is not None and now - row.created_at > IDEMPOTENCY_KEY_TTL:
                 row.delete()
                 row = None

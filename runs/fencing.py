@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keelgate.errors import LeaseLostError
+from keelgate_site.db import unique_or_none
 from runs.models import Run
 
 
@@ -33,11 +34,10 @@ def check_fence(fence: Fence | None) -> None:
     """
     if fence is None:
         return
-    epoch = (
+    epoch = unique_or_none(
         Run.objects.select_for_update()
         .filter(tenant_id=fence.tenant_id, run_id=fence.run_id)
         .values_list("lease_epoch", flat=True)
-        .first()
     )
     if epoch != fence.epoch:
         raise LeaseLostError(f"{fence.run_id} epoch {fence.epoch} is not {epoch}")

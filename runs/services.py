@@ -12,6 +12,7 @@ from django.utils import timezone
 from audit.store import DjangoAuditLog
 from keelgate.errors import RunError, RunExistsError
 from keelgate.loop import LoopLimits
+from keelgate_site.db import unique_or_none
 from runs.agents import load_agent
 from runs.models import Run, RunStatus
 from runs.temporal import dispatch_on_commit
@@ -47,7 +48,7 @@ def run_start(
     checked = LoopLimits.model_validate(limits or {}).model_dump(exclude_none=True)
     run_id = run_id or uuid.uuid4().hex
     with transaction.atomic():
-        existing = Run.objects.filter(tenant_id=tenant_id, run_id=run_id).first()
+        existing = unique_or_none(Run.objects.filter(tenant_id=tenant_id, run_id=run_id))
         if existing is not None:
             if existing.agent == agent and existing.goal == goal:
                 return existing, False
@@ -78,7 +79,7 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
     require_role(user, tenant_id, Role.APPROVER)
     checked = LoopLimits.model_validate(limits or {}).model_dump(exclude_none=True)
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(tenant_id=tenant_id, run_id=run_id).first()
+        run = unique_or_none(Run.objects.select_for_update().filter(tenant_id=tenant_id, run_id=run_id))
         if run is None:
             raise NotFoundError()
         if run.status != RunStatus.STOPPED:

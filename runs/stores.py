@@ -15,6 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
+from keelgate_site.db import unique_or_none
 from runs.commits import DjangoCommitGroup
 from runs.fencing import Fence
 from runs.models import Checkpoint, Run
@@ -214,7 +215,7 @@ class DjangoIdempotencyStore:
 
     def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         """The record, or None."""
-        row = KeyRow.objects.filter(tenant_id=tenant_id, key=key).first()
+        row = unique_or_none(KeyRow.objects.filter(tenant_id=tenant_id, key=key))
         return None if row is None else _record(row)
 
 
