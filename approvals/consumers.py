@@ -16,7 +16,9 @@ disconnect) is read from the chain itself, or answered with a fresh list.
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections import OrderedDict
 from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
@@ -43,6 +45,41 @@ CATCHUP_LIMIT = 500
 """Beyond this many missed events, send a fresh list instead of replaying them."""
 
 SESSION_RECHECK_SECONDS = 30.0
+
+RENDER_CACHE_SECONDS = 2.0
+"""How long one rendered patch serves every other socket with the same view of it."""
+
+
+class _Rendered:
+    """Patches rendered in this process, by everything that makes them differ.
+
+    A batch reaches every socket of a tenant; sockets of one person at one chain
+    position (tabs, devices) would each read the same rows and render the same HTML.
+    The key holds the person, their roles, the socket kind, what was touched and the
+    chain numbers; an entry lives a couple of seconds, and the next batch re-reads.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Any, ...], tuple[float, str]] = OrderedDict()
+        self._size = size
+
+    def get(self, key: tuple[Any, ...]) -> str | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None or time.monotonic() - hit[0] > RENDER_CACHE_SECONDS:
+                return None
+            return hit[1]
+
+    def put(self, key: tuple[Any, ...], html: str) -> None:
+        with self._lock:
+            self._entries[key] = (time.monotonic(), html)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+RENDERED = _Rendered()
 
 
 def _roles(user: Any) -> dict[str, str]:
@@ -160,6 +197,21 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     def _render(self, touched: dict[str, set[str]], *, full: bool) -> str:
         """Counts always; with ``items``, the touched runs' inbox rows (or the whole list)."""
+        key = (
+            self.username,
+            tuple(sorted(self.tenants.items())),
+            self.items,
+            full,
+            tuple(sorted((t, tuple(sorted(runs))) for t, runs in touched.items())),
+            tuple(sorted(self.since.items())),
+        )
+        html = RENDERED.get(key)
+        if html is None:
+            html = self._render_now(touched, full=full)
+            RENDERED.put(key, html)
+        return html
+
+    def _render_now(self, touched: dict[str, set[str]], *, full: bool) -> str:
         context: dict[str, Any] = {
             "counts": inbox_counts(tenant_ids=list(self.tenants)),
             "items": self.items,

@@ -245,3 +245,32 @@ async def test_an_expired_approval_leaves_every_inbox_as_expired(people, brokera
         assert "approval.expired" in kinds
     finally:
         await socket.disconnect()
+
+
+async def test_tabs_of_one_person_share_one_render_others_get_their_own(waiting, people, monkeypatch):
+    """Three tabs of op and one of bob: the approval patch is rendered once for op, once for bob."""
+    renders: list[str] = []
+    original = consumers.InboxConsumer._render_now
+
+    def counted(self, touched, *, full):
+        renders.append(self.username)
+        return original(self, touched, full=full)
+
+    monkeypatch.setattr(consumers.InboxConsumer, "_render_now", counted)
+    sockets = [(await open_socket(people[name]))[0] for name in ("op", "op", "op", "bob")]
+    try:
+        since = await heads()
+        for socket in sockets:
+            await resume(socket, since)
+        renders.clear()
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
+        )
+        texts = [await receive_until(s, lambda t: "data-gone" in t) for s in sockets]
+        assert texts[0] == texts[1] == texts[2]
+        assert f'<div id="item-a-{waiting.pk}" data-gone="">' in texts[0]  # op's own decision
+        assert 'data-gone="place_order in run r1 approved by op"' in texts[3]  # bob is told who
+        assert sorted(renders) == ["bob", "op"]
+    finally:
+        for socket in sockets:
+            await socket.disconnect()
