@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from keelgate.audit import SqliteAuditLog, verify
-from keelgate.checkpoint import SqliteCheckpointStore
 from keelgate.gateway import Gateway, Grants, RequireApproval
-from keelgate.idempotency import SqliteIdempotencyStore
 from keelgate.loop import Loop, Plan, ProposedAction, StopConditions
+from keelgate.sqlite import SqliteStores
 from keelgate.testing import Ledger, ScriptedPlanner, trading_tools
 
 HERE = Path(__file__).resolve().parent.parent / "var" / "demo"
@@ -40,11 +39,12 @@ def build(ledger_crash: bool = False) -> tuple[Loop, Ledger, SqliteAuditLog]:
     ledger = Ledger(HERE / "brokerage.sqlite3")
     if ledger_crash:
         ledger.crash = ("after", 1, "exit")
-    audit = SqliteAuditLog(HERE / "audit.sqlite3")
+    stores = SqliteStores(HERE / "keelgate.sqlite3")  # one file: the loop groups its commits
+    audit = stores.audit
     gateway = Gateway(
         trading_tools(ledger),
         grants=Grants({"paper-trader": ["get_quote", "place_order"]}),
-        idempotency=SqliteIdempotencyStore(HERE / "keys.sqlite3"),
+        idempotency=stores.idempotency,
         audit=audit,
         policy=RequireApproval(["place_order"]),
         lease_seconds=3.0,
@@ -52,7 +52,7 @@ def build(ledger_crash: bool = False) -> tuple[Loop, Ledger, SqliteAuditLog]:
     loop = Loop(
         planner=ScriptedPlanner(SCRIPT),
         gateway=gateway,
-        checkpoints=SqliteCheckpointStore(HERE / "checkpoints.sqlite3"),
+        checkpoints=stores.checkpoints,
         stop=StopConditions(max_iterations=5),
     )
     return loop, ledger, audit
