@@ -144,10 +144,9 @@ def profile_sqlite(steps: int) -> None:
             _report(f"1. SQLite step, synchronous={mode}", total, steps)
             for u in undo:
                 u()
-            sizes = (
-                k.checkpoints.commit_group.conn.execute("SELECT count(*), avg(length(state)), max(length(state)) FROM checkpoints")
-                .fetchone()
-            )
+            sizes = k.checkpoints.commit_group.conn.execute(
+                "SELECT count(*), avg(length(state)), max(length(state)) FROM checkpoints"
+            ).fetchone()
             print(
                 f"  checkpoint JSON: {sizes[1]:,.0f} bytes on average, {sizes[2]:,} at most, "
                 f"{sizes[0] / (steps + 21):.1f} saves per step"
