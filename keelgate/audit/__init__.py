@@ -9,7 +9,7 @@ from keelgate.audit._event import GENESIS_HASH, AuditEvent, compute_hash
 from keelgate.audit._memory import InMemoryAuditLog
 from keelgate.audit._protocol import AuditLog
 from keelgate.audit._sqlite import SqliteAuditLog
-from keelgate.audit._verify import ChainReport, verify, verify_chain
+from keelgate.audit._verify import ChainReport, StoredRow, verify, verify_chain, verify_rows
 
 __all__ = [
     "GENESIS_HASH",
@@ -18,7 +18,9 @@ __all__ = [
     "ChainReport",
     "InMemoryAuditLog",
     "SqliteAuditLog",
+    "StoredRow",
     "compute_hash",
     "verify",
     "verify_chain",
+    "verify_rows",
 ]

@@ -9,15 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import json.scanner
+import re
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from datetime import UTC, date, datetime
+from functools import lru_cache
+from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from keelgate._canonical import canonical_bytes, canonical_json
 
-__all__ = ["GENESIS_HASH", "AuditEvent", "compute_hash", "format_at"]
+__all__ = [
+    "GENESIS_HASH",
+    "AuditEvent",
+    "compute_hash",
+    "encode_canonical",
+    "format_at",
+    "in_stored_form",
+    "page_in_stored_form",
+]
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first event of every chain."""
@@ -160,3 +171,81 @@ def fast_canonical(tenant_id: str, seq: int, at: datetime, actor: str, kind: str
             "body": body,
         }
     ).encode("utf-8")
+
+
+encode_canonical: Callable[[Any], str] = _encode
+""":func:`~keelgate._canonical.canonical_json` built once (see :func:`fast_canonical`)."""
+
+
+def _make_scanner() -> Callable[[str, int], tuple[Any, int]]:
+    # The decoder's own scanner, called directly: json.loads adds two regex passes
+    # for surrounding whitespace, which canonical text never has, and costs about
+    # twice as much on a short body. typeshed types the context argument too narrowly.
+    return json.scanner.make_scanner(cast(Any, json.JSONDecoder()))
+
+
+_scan = _make_scanner()
+
+
+def in_stored_form(at_text: object, body_text: object) -> bool:
+    """Whether a row's time and body text are exactly what a store writes for them.
+
+    Verifying from stored text hashes that text as it is, so the same time or body
+    written any other way (no microseconds, ``Z``, spaces, unsorted keys, NaN) is not
+    what was hashed and must count as broken, not be normalised into a match.
+    """
+    if not isinstance(at_text, str) or not isinstance(body_text, str):
+        return False
+    try:
+        at = datetime.fromisoformat(at_text)
+        body, end = _scan(body_text, 0)
+        return (
+            at.tzinfo is not None
+            and end == len(body_text)
+            and format_at(at) == at_text
+            and _encode(body) == body_text
+        )
+    except (ValueError, StopIteration):
+        return False
+
+
+_UTC_LINES = re.compile(
+    r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}\+00:00\n)*"
+)
+"""Times as :func:`format_at` writes a UTC time, one per line. With a real date, such a
+line is its own ``format_at(fromisoformat(line))``."""
+
+_UTC_LINE_LENGTH = len("2026-01-01T00:00:00.000000+00:00\n")
+
+
+@lru_cache(maxsize=4096)
+def _real_date(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def page_in_stored_form(at_texts: list[Any], body_texts: list[Any]) -> bool:
+    """True only if :func:`in_stored_form` holds for every pair; False means check each.
+
+    Parsing and formatting each time costs more than hashing its row; one regex over
+    the joined times covers what ``append`` writes (UTC) for a whole page. Bodies are
+    parsed in one call too, but each value must still re-encode to exactly its own
+    row's text, so joining cannot pass off two broken bodies as two good ones.
+    """
+    try:
+        times = "\n".join(at_texts) + "\n"
+        values, _ = _scan("[" + ",".join(body_texts) + "]", 0)
+        if (
+            len(times) != _UTC_LINE_LENGTH * len(at_texts)
+            or _UTC_LINES.fullmatch(times) is None
+            or not all(map(_real_date, {text[:10] for text in at_texts}))
+            or len(values) != len(body_texts)
+        ):
+            return False
+        return list(map(_encode, values)) == body_texts
+    except (TypeError, ValueError, StopIteration, RecursionError):
+        # Not text, not JSON, NaN, or nested one level too deep once joined: row by row.
+        return False

@@ -125,6 +125,27 @@ class SqliteAuditLog:
             if remaining is not None:
                 remaining -= len(rows)
 
+    def rows(self, tenant_id: str, *, after_seq: int = 0) -> Iterator[_Row]:
+        """The tenant's rows exactly as stored, oldest first, fetched page by page.
+
+        :func:`~keelgate.audit.verify` hashes this text directly: rebuilding an event
+        from each row costs several times the hashing. Pages and order are those of
+        :meth:`events`, and the lock is likewise never held while the caller works.
+        """
+        cursor_seq: Any = after_seq
+        while True:
+            with self._db.read() as conn:
+                page: list[_Row] = conn.execute(
+                    f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ?"
+                    " ORDER BY seq LIMIT ?",
+                    (tenant_id, cursor_seq, _PAGE),
+                ).fetchall()
+            yield from page
+            if len(page) < _PAGE:
+                return
+            # The stored value, not int() of it: a tampered seq of 7.5 must not come round again.
+            cursor_seq = page[-1][1]
+
     def head(self, tenant_id: str) -> AuditEvent | None:
         """The newest event of the tenant's chain."""
         with self._db.read() as conn:
@@ -157,10 +178,15 @@ def _event_from_row(row: _Row) -> AuditEvent:
     try:
         at = datetime.fromisoformat(at_text)
         body = json.loads(body_text)
+        # Text written any other way than append writes it (spaces, key order, no
+        # microseconds) is not what was hashed: broken, as the fast verifier says too.
+        as_stored = format_at(at) == at_text and canonical_json(body) == body_text
     except (TypeError, ValueError) as exc:
         raise ChainBrokenError(f"unreadable audit row, seq {seq}") from exc
     if at.tzinfo is None:
         raise ChainBrokenError(f"audit row without a time zone, seq {seq}")
+    if not as_stored:
+        raise ChainBrokenError(f"audit row not in its stored form, seq {seq}")
     return AuditEvent.model_construct(
         tenant_id=tenant_id,
         seq=seq,
