@@ -20,10 +20,9 @@ from django.db import connection, transaction
 
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
-from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
 from keelgate.audit import GENESIS_HASH, AuditEvent
-from keelgate.audit._event import format_at, normalize_body
+from keelgate.audit._event import encode_body, format_at, stored_event
 from keelgate.errors import ChainBrokenError
 
 NOTIFY_CHANNEL = "keelgate_audit"
@@ -42,17 +41,17 @@ class DjangoAuditLog:
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
-        body = normalize_body(body)  # refuse a non-JSON body before taking the lock
+        encoded = encode_body(body)  # refuse a non-JSON body before taking the lock
         with self._transaction():
             head_seq, head_hash = _lock_head(tenant_id)
-            event = AuditEvent.build(tenant_id, head_seq + 1, self.clock.now(), actor, kind, body, head_hash)
+            event = stored_event(tenant_id, head_seq + 1, self.clock.now(), actor, kind, encoded, head_hash)
             EventRow.objects.create(
                 tenant_id=tenant_id,
                 seq=event.seq,
                 at=format_at(event.at),
                 actor=event.actor,
                 kind=event.kind,
-                body=canonical_json(event.body),
+                body=encoded[0],
                 prev_hash=event.prev_hash,
                 hash=event.hash,
             )

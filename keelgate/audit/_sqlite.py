@@ -17,7 +17,7 @@ from typing import Any
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
 from keelgate._sqlite import SqliteDatabase
-from keelgate.audit._event import GENESIS_HASH, AuditEvent, format_at, normalize_body
+from keelgate.audit._event import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
 from keelgate.errors import ChainBrokenError
 
 __all__ = ["SqliteAuditLog"]
@@ -73,7 +73,7 @@ class SqliteAuditLog:
 
         Raises TypeError or ValueError, appending nothing, when ``body`` is not JSON.
         """
-        stored_body = normalize_body(body)
+        encoded = encode_body(body)  # refuse a non-JSON body before taking the lock
 
         with self._db.write() as conn:
             row = conn.execute(
@@ -81,15 +81,7 @@ class SqliteAuditLog:
                 (tenant_id,),
             ).fetchone()
             last_seq, last_hash = (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
-            event = AuditEvent.build(
-                tenant_id=tenant_id,
-                seq=last_seq + 1,
-                at=self._clock.now(),
-                actor=actor,
-                kind=kind,
-                body=stored_body,
-                prev_hash=last_hash,
-            )
+            event = stored_event(tenant_id, last_seq + 1, self._clock.now(), actor, kind, encoded, last_hash)
             conn.execute(
                 f"INSERT INTO audit_events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -98,7 +90,7 @@ class SqliteAuditLog:
                     format_at(event.at),
                     event.actor,
                     event.kind,
-                    canonical_json(event.body),
+                    encoded[0],
                     event.prev_hash,
                     event.hash,
                 ),

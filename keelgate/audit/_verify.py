@@ -22,6 +22,7 @@ from keelgate.audit._event import (
     encode_canonical,
     fast_canonical,
     in_stored_form,
+    linked_text,
     page_in_stored_form,
 )
 from keelgate.errors import ChainBrokenError
@@ -172,12 +173,7 @@ def verify_rows(
                 actor_json = strings.get(actor) or _json_string(strings, actor)
                 kind_json = strings.get(kind) or _json_string(strings, kind)
                 tenant_json = strings.get(row_tenant) or _json_string(strings, row_tenant)
-                # The keys of fast_canonical in sorted order; ``at`` needs no escaping in
-                # stored form, and prev_hash is ASCII, so one encode covers both parts.
-                linked = (
-                    f'{prev_hash}{{"actor":{actor_json},"at":"{at}","body":{body},'
-                    f'"kind":{kind_json},"seq":{seq},"tenant_id":{tenant_json}}}'
-                ).encode()
+                linked = linked_text(prev_hash, tenant_json, seq, at, actor_json, kind_json, body)
             except (TypeError, ValueError):
                 # Fields a store could never have hashed (bytes, lone surrogates).
                 return _broken("hash_mismatch", expected, expected, prev_hash)

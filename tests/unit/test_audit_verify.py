@@ -23,7 +23,7 @@ from keelgate.audit import (
     verify,
     verify_chain,
 )
-from keelgate.audit._event import fast_canonical, format_at
+from keelgate.audit._event import encode_body, fast_canonical, format_at, stored_event
 from keelgate.errors import ChainBrokenError
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 0, tzinfo=UTC)
@@ -407,3 +407,47 @@ def test_sql_garbage_time_is_reported_not_raised(db: tuple[SqliteAuditLog, Path]
     log, path = db
     sql(path, "UPDATE audit_events SET at = 'not a time' WHERE tenant_id = 't1' AND seq = 2")
     assert broken(verify(log, "t1")) == (False, "hash_mismatch", 2)
+
+
+@given(
+    tenant=st.text(max_size=8),
+    actor=st.text(max_size=8),
+    kind=st.text(max_size=8),
+    seq=st.integers(min_value=1, max_value=10**12),
+    body=st.dictionaries(
+        st.text(max_size=6),
+        st.recursive(
+            st.none()
+            | st.booleans()
+            | st.integers()
+            | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(max_size=8),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+            max_leaves=8,
+        ),
+        max_size=4,
+    ),
+    offset_minutes=st.integers(min_value=-720, max_value=720),
+)
+def test_a_stores_fast_event_is_the_built_event(
+    tenant: str, actor: str, kind: str, seq: int, body: dict[str, Any], offset_minutes: int
+) -> None:
+    """stored_event (what appends use) gives exactly AuditEvent.build's event, hash and body text."""
+    at = (T0 + timedelta(microseconds=seq % 10**6)).astimezone(timezone(timedelta(minutes=offset_minutes)))
+    prev = "ab" * 32
+    built = AuditEvent.build(tenant, seq, at, actor, kind, body, prev)
+    text, value = encoded = encode_body(body)
+    fast = stored_event(tenant, seq, at, actor, kind, encoded, prev)
+    assert fast == built and fast.hash == built.hash
+    assert text == canonical_json(built.body) and value == built.body
+
+
+def test_a_stores_fast_event_refuses_what_build_refuses() -> None:
+    with pytest.raises(TypeError):
+        encode_body(["not", "a", "mapping"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        encode_body({"x": float("nan")})
+    with pytest.raises(ValueError):
+        stored_event("t", 1, T0.replace(tzinfo=None), "a", "k", encode_body({}), GENESIS_HASH)
+    with pytest.raises(ValueError):
+        stored_event("t", 0, T0, "a", "k", encode_body({}), GENESIS_HASH)
