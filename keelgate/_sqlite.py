@@ -12,11 +12,11 @@ import asyncio
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["BUSY_TIMEOUT_MS", "SqliteDatabase", "open_durable"]
+__all__ = ["BUSY_TIMEOUT_MS", "SqliteDatabase", "open_durable", "open_store"]
 
 BUSY_TIMEOUT_MS = 30_000
 """Competing writers (threads or processes) wait this long instead of failing."""
@@ -195,3 +195,17 @@ class SqliteDatabase:
 
     def __repr__(self) -> str:
         return f"SqliteDatabase({self.path!r})"
+
+
+def open_store(path: str | Path | SqliteDatabase, schema: Sequence[str]) -> SqliteDatabase:
+    """The database a store writes through (one it shares, or its own file), with its tables."""
+    db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+    try:
+        with db.write() as conn:
+            for statement in schema:
+                conn.execute(statement)
+    except BaseException:
+        if db is not path:
+            db.close()
+        raise
+    return db

@@ -16,7 +16,7 @@ from typing import Any
 
 from keelgate._canonical import canonical_json
 from keelgate._clock import Clock, SystemClock
-from keelgate._sqlite import SqliteDatabase
+from keelgate._sqlite import SqliteDatabase, open_store
 from keelgate.audit._event import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
 from keelgate.errors import ChainBrokenError
 
@@ -55,13 +55,7 @@ class SqliteAuditLog:
 
     def __init__(self, path: str | Path | SqliteDatabase, *, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
-        try:
-            with self._db.write() as conn:
-                conn.execute(_SCHEMA)
-        except BaseException:
-            self._db.close()
-            raise
+        self._db = open_store(path, [_SCHEMA])
 
     @property
     def commit_group(self) -> SqliteDatabase:

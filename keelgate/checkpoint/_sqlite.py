@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from keelgate._sqlite import SqliteDatabase
+from keelgate._sqlite import SqliteDatabase, open_store
 from keelgate._state import LoopState
 from keelgate.errors import StaleCheckpointError
 
@@ -75,15 +75,8 @@ class SqliteCheckpointStore:
     """
 
     def __init__(self, path: str | Path | SqliteDatabase = ":memory:") -> None:
-        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+        self._db = open_store(path, _SCHEMA)
         self._path = self._db.path
-        try:
-            with self._db.write() as conn:
-                for statement in _SCHEMA:
-                    conn.execute(statement)
-        except BaseException:
-            self._db.close()
-            raise
 
     @property
     def commit_group(self) -> SqliteDatabase:

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from keelgate._sqlite import SqliteDatabase
+from keelgate._sqlite import SqliteDatabase, open_store
 from keelgate.errors import KeyNotOwnedError
 from keelgate.idempotency._memory import claim_status_of, require_aware
 from keelgate.idempotency._protocol import ClaimStatus, IdempotencyRecord, KeyStatus
@@ -93,14 +93,8 @@ class SqliteIdempotencyStore:
     """
 
     def __init__(self, path: str | Path | SqliteDatabase) -> None:
-        self._db = path if isinstance(path, SqliteDatabase) else SqliteDatabase(path)
+        self._db = open_store(path, [_SCHEMA])
         self._path = Path(self._db.path)
-        try:
-            with self._db.write() as conn:
-                conn.execute(_SCHEMA)
-        except BaseException:
-            self._db.close()
-            raise
 
     @property
     def path(self) -> Path:
