@@ -2,9 +2,11 @@
 
 One step is a whole run of the scenario in ``_scenario.py`` (plan, one READ, one WRITE,
 observe, verify), each on a new run id / thread id, all files in one scratch folder.
-Keelgate's durable commits are counted exactly, over its three stores, by a trace
-callback in a calibration batch that is not timed; the floor then performs that many
-bare ``INSERT`` + ``COMMIT`` transactions per step.
+Keelgate runs on ``SqliteStores`` (one file, the loop grouping commits) and, as the
+figure before grouping, on three files that commit every write alone. Its durable
+commits are counted exactly by a trace callback in a calibration batch that is not
+timed; the floor then performs that many bare ``INSERT`` + ``COMMIT`` transactions per
+step.
 
 A second pass repeats the comparison with ``synchronous=OFF`` on every connection: no
 fsync, so what remains is the engines' CPU and SQLite's own work.
