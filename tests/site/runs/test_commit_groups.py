@@ -95,7 +95,9 @@ def test_a_step_on_the_database_stores_commits_seven_times(tmp_path, monkeypatch
     finally:
         ledger.close()
     assert Checkpoint.objects.filter(run_id="r1").count() == result.state.seq == 9  # every phase still saved
-    assert Run.objects.get(run_id="r1").seq == 9
+    run = Run.objects.get(run_id="r1")
+    assert (run.seq, run.phase, run.stop_reason) == (9, "done", "goal_reached")
+    assert run.usage["model_calls"] == 2 and run.limits["max_iterations"] == 5  # JSON, not text
     assert verify(DjangoAuditLog(), "t1").ok
 
 
