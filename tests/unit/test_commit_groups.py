@@ -12,10 +12,11 @@ import pytest
 from keelgate._commits import NO_GROUP, shared_group
 from keelgate.audit import SqliteAuditLog, verify
 from keelgate.checkpoint import SqliteCheckpointStore
+from keelgate.errors import StaleCheckpointError
 from keelgate.idempotency import SqliteIdempotencyStore
-from keelgate.loop import Plan
+from keelgate.loop import LoopState, Plan
 from keelgate.sqlite import SqliteDatabase, SqliteStores
-from tests.conftest import World, answer, buy, quote
+from tests.conftest import AS_OF, World, answer, buy, quote
 
 
 class Commits:
@@ -73,17 +74,44 @@ def test_held_writes_commit_once_at_flush_and_are_invisible_before(tmp_path: Pat
         assert verify(stores.audit, "t").ok
 
 
-def test_a_failing_write_undoes_only_itself(tmp_path: Path) -> None:
-    with SqliteStores(tmp_path / "one.sqlite3") as stores:
+def test_a_database_error_drops_the_whole_unflushed_group(tmp_path: Path) -> None:
+    """A half-done write cannot be committed: the group goes, as in a crash; the next write starts afresh."""
+    path = tmp_path / "one.sqlite3"
+    with SqliteStores(path) as stores:
         stores.database.hold()
         stores.audit.append("t", actor="a", kind="k", body={"n": 1})
+        stores.database.flush()
+        stores.audit.append("t", actor="a", kind="k", body={"n": 2})
         with pytest.raises(sqlite3.IntegrityError), stores.database.write() as conn:
             conn.execute(
                 "INSERT INTO audit_events VALUES ('t', 99, 'at', 'a', 'k', '{}', 'p', 'h')"
-            )  # written, then undone with the rest of this write
+            )  # written, then dropped with the rest of the group
             conn.execute("INSERT INTO audit_events (tenant_id) VALUES ('x')")
+        stores.audit.append("t", actor="a", kind="k", body={"n": 3})
         stores.database.release()
-        assert [e.body["n"] for e in stores.audit.events("t")] == [1]
+        assert [e.body["n"] for e in stores.audit.events("t")] == [1, 3]
+        assert _events(path) == 2
+
+
+def test_a_stores_own_error_leaves_the_group_as_it_was(tmp_path: Path) -> None:
+    """A stale save raises before it writes: the writes before it still commit at the flush."""
+    world = World(tmp_path, [answer("x")], one_file=True)
+    world.loop()
+    stores = world.checkpoints
+    assert stores is not None and world.audit is not None
+    state = LoopState(tenant_id="t", run_id="r", agent_id="a", goal="g", as_of=AS_OF, trace_id="x", seq=2)
+    try:
+        stores.save(state)
+        stores.commit_group.hold()
+        world.audit.append("t", actor="a", kind="k", body={})
+        state.seq = 1
+        with pytest.raises(StaleCheckpointError):
+            stores.save(state)
+        stores.commit_group.release()
+        assert len(list(world.audit.events("t"))) == 1
+        assert stores.load("t", "r").seq == 2  # type: ignore[union-attr]
+    finally:
+        world.close()
 
 
 def test_discard_drops_unflushed_writes_as_a_crash_would(tmp_path: Path) -> None:
