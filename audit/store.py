@@ -118,7 +118,7 @@ def event_from_row(row: EventRow) -> AuditEvent:
     try:
         at = datetime.fromisoformat(row.at)
         body = json.loads(row.body)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ChainBrokenError(f"unreadable audit row, seq {row.seq}") from exc
     if at.tzinfo is None:
         raise ChainBrokenError(f"audit row without a time zone, seq {row.seq}")

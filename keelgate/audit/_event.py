@@ -266,7 +266,7 @@ def in_stored_form(at_text: object, body_text: object) -> bool:
             and format_at(at) == at_text
             and _encode(body) == body_text
         )
-    except (ValueError, StopIteration):
+    except (ValueError, StopIteration, RecursionError):
         return False
 
 

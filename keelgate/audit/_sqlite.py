@@ -9,6 +9,7 @@ makes a returned append survive power loss, not just a process crash.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -97,14 +98,11 @@ class SqliteAuditLog:
         remaining = limit
         while remaining is None or remaining > 0:
             page = _PAGE if remaining is None else min(_PAGE, remaining)
-            with self._db.read() as conn:
-                rows: list[_Row] = conn.execute(
-                    f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ?"
-                    " ORDER BY seq LIMIT ?",
-                    (tenant_id, cursor_seq, page),
-                ).fetchall()
+            rows, broken = self._page(tenant_id, cursor_seq, page)
             for row in rows:
                 yield _event_from_row(row)
+            if broken:
+                raise ChainBrokenError("an audit row that is not UTF-8 text")
             if len(rows) < page:
                 return
             cursor_seq = int(rows[-1][1])
@@ -120,17 +118,37 @@ class SqliteAuditLog:
         """
         cursor_seq: Any = after_seq
         while True:
-            with self._db.read() as conn:
-                page: list[_Row] = conn.execute(
-                    f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ?"
-                    " ORDER BY seq LIMIT ?",
-                    (tenant_id, cursor_seq, _PAGE),
-                ).fetchall()
+            page, broken = self._page(tenant_id, cursor_seq, _PAGE)
             yield from page
+            if broken:
+                raise ChainBrokenError("an audit row that is not UTF-8 text")
             if len(page) < _PAGE:
                 return
             # The stored value, not int() of it: a tampered seq of 7.5 must not come round again.
             cursor_seq = page[-1][1]
+
+    def _page(self, tenant_id: str, after_seq: Any, size: int) -> tuple[list[_Row], bool]:
+        """Up to ``size`` rows after ``after_seq``, oldest first, and whether a row broke it.
+
+        A row whose text is not UTF-8 cannot even be fetched: the rows before it come
+        back, with True, and the caller raises :class:`ChainBrokenError` after them, so a
+        verifier reports a broken link at that row instead of crashing.
+        """
+        sql = f"SELECT {_COLUMNS} FROM audit_events WHERE tenant_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+        with self._db.read() as conn:
+            try:
+                return conn.execute(sql, (tenant_id, after_seq, size)).fetchall(), False
+            except sqlite3.OperationalError:
+                rows: list[_Row] = []
+                cursor = conn.execute(sql, (tenant_id, after_seq, size))
+                while True:
+                    try:
+                        row = cursor.fetchone()
+                    except sqlite3.OperationalError:
+                        return rows, True
+                    if row is None:
+                        return rows, False
+                    rows.append(row)
 
     def head(self, tenant_id: str) -> AuditEvent | None:
         """The newest event of the tenant's chain."""
@@ -167,7 +185,7 @@ def _event_from_row(row: _Row) -> AuditEvent:
         # Text written any other way than append writes it (spaces, key order, no
         # microseconds) is not what was hashed: broken, as the fast verifier says too.
         as_stored = format_at(at) == at_text and canonical_json(body) == body_text
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ChainBrokenError(f"unreadable audit row, seq {seq}") from exc
     if at.tzinfo is None:
         raise ChainBrokenError(f"audit row without a time zone, seq {seq}")

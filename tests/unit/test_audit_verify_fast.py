@@ -529,3 +529,30 @@ def test_shifted_bodies_cannot_pass_as_a_page() -> None:
     ats = [format_at(T0)] * 2
     assert not page_in_stored_form(ats, ['{"a":[1', '2]},{"b":1}'])
     assert not page_in_stored_form(ats, ["[1]", "[2"])
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("actor", b"\xff\xfe"),  # stored as TEXT that is not UTF-8: sqlite3 cannot even fetch it
+        ("body", b'{"n":"\xff"}'),
+        ("body", "[" * 100_000 + "]" * 100_000),  # nested past Python's recursion limit
+    ],
+    ids=["actor_not_utf8", "body_not_utf8", "body_nested_too_deep"],
+)
+def test_a_row_that_cannot_be_read_is_a_broken_link_not_a_crash(
+    db: tuple[SqliteAuditLog, Path], column: str, value: Any
+) -> None:
+    """Both paths report the row as a hash_mismatch at its seq and never raise."""
+    log, path = db
+    if isinstance(value, bytes):
+        sql(
+            path,
+            f"UPDATE audit_events SET {column} = CAST(? AS TEXT) WHERE tenant_id = 't1' AND seq = 5",
+            value,
+        )
+    else:
+        set_column(path, 5, column, value)
+    fast, old = both(log)
+    assert broken(fast) == broken(old) == (False, "hash_mismatch", 5)
+    assert verify(log, "t2").ok  # another tenant's chain is untouched
