@@ -10,7 +10,6 @@ so the console wakes at once.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -25,6 +24,7 @@ from keelgate._clock import Clock, SystemClock
 from keelgate.audit import GENESIS_HASH, AuditEvent
 from keelgate.audit._event import encode_body, format_at, stored_event
 from keelgate.errors import ChainBrokenError
+from keelgate_site.db import insert_sql
 
 NOTIFY_CHANNEL = "keelgate_audit"
 
@@ -48,7 +48,7 @@ class DjangoAuditLog:
             event = stored_event(tenant_id, head_seq + 1, self.clock.now(), actor, kind, encoded, head_hash)
             row = (tenant_id, event.seq, format_at(event.at), actor, kind, encoded[0], head_hash, event.hash)
             with connection.cursor() as cursor:
-                cursor.execute(_insert_event(connection.vendor), row)
+                cursor.execute(insert_sql(EventRow, _EVENT_COLUMNS), row)
             _move_head(tenant_id, event.seq, event.hash)
         return event
 
@@ -66,15 +66,11 @@ class DjangoAuditLog:
         return None if row is None else event_from_row(row)
 
 
-@functools.cache
-def _insert_event(vendor: str) -> str:
-    """Written by hand: the ORM's create costs several times the INSERT on this hot path."""
-    qn = connection.ops.quote_name
-    columns = ("tenant_id", "seq", "at", "actor", "kind", "body", "prev_hash", "hash")
-    return (
-        f"INSERT INTO {qn(EventRow._meta.db_table)} ({', '.join(map(qn, columns))})"
-        f" VALUES ({', '.join(['%s'] * len(columns))})"
-    )
+_EVENT_COLUMNS = ("tenant_id", "seq", "at", "actor", "kind", "body", "prev_hash", "hash")
+_LOCK_HEAD_TAIL = (
+    f' ON CONFLICT ("tenant_id") DO UPDATE SET "seq" = "{ChainHead._meta.db_table}"."seq"'
+    ' RETURNING "seq", "hash"'
+)
 
 
 def _lock_head(tenant_id: str) -> tuple[int, str]:
@@ -83,14 +79,9 @@ def _lock_head(tenant_id: str) -> tuple[int, str]:
     An upsert that always takes its ``DO UPDATE`` branch locks the row like ``SELECT ..
     FOR UPDATE`` (PostgreSQL); on SQLite the IMMEDIATE transaction holds the write lock.
     """
-    qn = connection.ops.quote_name
-    table = qn(ChainHead._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} ({qn('tenant_id')}, {qn('seq')}, {qn('hash')}) VALUES (%s, 0, %s)"
-            f" ON CONFLICT ({qn('tenant_id')}) DO UPDATE SET {qn('seq')} = {table}.{qn('seq')}"
-            f" RETURNING {qn('seq')}, {qn('hash')}",
-            [tenant_id, GENESIS_HASH],
+            insert_sql(ChainHead, ("tenant_id", "seq", "hash"), _LOCK_HEAD_TAIL), [tenant_id, 0, GENESIS_HASH]
         )
         seq, hash_ = cursor.fetchone()
     return int(seq), str(hash_)
@@ -98,19 +89,17 @@ def _lock_head(tenant_id: str) -> tuple[int, str]:
 
 def _move_head(tenant_id: str, seq: int, hash_: str) -> None:
     """Point the head at the new event; on PostgreSQL the same statement queues the NOTIFY."""
-    qn = connection.ops.quote_name
-    update = (
-        f"UPDATE {qn(ChainHead._meta.db_table)} SET {qn('seq')} = %s, {qn('hash')} = %s"
-        f" WHERE {qn('tenant_id')} = %s"
-    )
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"{update} RETURNING pg_notify(%s, %s)",
+                f"{_MOVE_HEAD} RETURNING pg_notify(%s, %s)",
                 [seq, hash_, tenant_id, NOTIFY_CHANNEL, f"{tenant_id}:{seq}"],
             )
         else:
-            cursor.execute(update, [seq, hash_, tenant_id])
+            cursor.execute(_MOVE_HEAD, [seq, hash_, tenant_id])
+
+
+_MOVE_HEAD = f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s'
 
 
 def event_from_row(row: EventRow) -> AuditEvent:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TypeVar
 
+from django.db import connection
 from django.db.models import Model, QuerySet
 
 _M = TypeVar("_M")
@@ -17,3 +19,22 @@ def unique_or_none(queryset: QuerySet[Model, _M]) -> _M | None:
     and sorts (measured on 3,000 runs: 1.5 ms for the fence check instead of 30 us).
     """
     return next(iter(queryset.order_by()[:1]), None)
+
+
+def insert_sql(model: type[Model], columns: tuple[str, ...], tail: str = "") -> str:
+    """``INSERT INTO <table> (<columns>) VALUES (%s, ..)<tail>``, built once per statement.
+
+    For the hot paths that write by hand because the ORM costs several times each
+    query. ``tail`` (``ON CONFLICT ..``, ``RETURNING ..``) quotes names with double
+    quotes, as both supported databases, PostgreSQL and SQLite, do.
+    """
+    return _insert_sql(connection.vendor, model, columns, tail)
+
+
+@functools.cache
+def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail: str) -> str:
+    qn = connection.ops.quote_name
+    return (
+        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(map(qn, columns))})"
+        f" VALUES ({', '.join(['%s'] * len(columns))}){tail}"
+    )

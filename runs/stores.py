@@ -18,7 +18,7 @@ from django.utils import timezone
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
-from keelgate_site.db import unique_or_none
+from keelgate_site.db import insert_sql, unique_or_none
 from runs.commits import DjangoCommitGroup
 from runs.fencing import Fence
 from runs.models import Checkpoint, Run
@@ -106,19 +106,21 @@ class DjangoCheckpointStore:
         )
 
 
+_CHECKPOINT_COLUMNS = ("tenant_id", "run_id", "seq", "phase", "trace_id", "state", "saved_at")
+
+
 def _insert(state: LoopState, text: str) -> None:
-    _execute(
-        "checkpoint_insert",
-        [
-            state.tenant_id,
-            state.run_id,
-            state.seq,
-            state.phase.value,
-            state.trace_id,
-            text,
-            connection.ops.adapt_datetimefield_value(timezone.now()),
-        ],
-    )
+    params = [
+        state.tenant_id,
+        state.run_id,
+        state.seq,
+        state.phase.value,
+        state.trace_id,
+        text,
+        connection.ops.adapt_datetimefield_value(timezone.now()),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), params)
 
 
 def _sync_inbox(state: LoopState) -> None:
@@ -129,34 +131,28 @@ def _sync_inbox(state: LoopState) -> None:
 
 def _project(state: LoopState) -> int:
     """Move the Run row to this checkpoint if it is newer; 0 if stale or there is no row."""
-    return _execute(
-        "run_project",
-        [
-            state.phase.value,
-            state.stop_reason.value if state.stop_reason else "",
-            state.error.code if state.error else "",
-            json.dumps(state.usage.model_dump()),
-            json.dumps(state.limits.model_dump()),
-            state.iteration,
-            state.seq,
-            state.trace_id,
-            state.tenant_id,
-            state.run_id,
-            state.seq,
-        ],
-    )
+    params = [
+        state.phase.value,
+        state.stop_reason.value if state.stop_reason else "",
+        state.error.code if state.error else "",
+        json.dumps(state.usage.model_dump()),
+        json.dumps(state.limits.model_dump()),
+        state.iteration,
+        state.seq,
+        state.trace_id,
+        state.tenant_id,
+        state.run_id,
+        state.seq,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_project_sql(connection.vendor), params)
+        return int(cursor.rowcount)
 
 
 @functools.cache
-def _statement(name: str, vendor: str) -> str:
-    """The hot path's SQL, written once per database vendor (the ORM costs ~5x its query here)."""
+def _project_sql(vendor: str) -> str:
+    """The projection's UPDATE, by hand: it runs at every checkpoint save."""
     qn = connection.ops.quote_name
-    if name == "checkpoint_insert":
-        columns = ("tenant_id", "run_id", "seq", "phase", "trace_id", "state", "saved_at")
-        return (
-            f"INSERT INTO {qn(Checkpoint._meta.db_table)} ({', '.join(map(qn, columns))})"
-            f" VALUES ({', '.join(['%s'] * len(columns))})"
-        )
     json_value = "%s::jsonb" if vendor == "postgresql" else "%s"
     columns = ("phase", "stop_reason", "error_code", "usage", "limits", "iteration", "seq", "trace_id")
     assignments = ", ".join(
@@ -166,12 +162,6 @@ def _statement(name: str, vendor: str) -> str:
         f"UPDATE {qn(Run._meta.db_table)} SET {assignments}"
         f" WHERE {qn('tenant_id')} = %s AND {qn('run_id')} = %s AND {qn('seq')} < %s"
     )
-
-
-def _execute(name: str, params: list[object]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(_statement(name, connection.vendor), params)
-        return int(cursor.rowcount)
 
 
 class DjangoIdempotencyStore:
@@ -263,18 +253,24 @@ def _insert_key(
     tenant_id: str, key: str, owner: str, run_id: str, action_id: str, now: datetime, expires: datetime
 ) -> bool:
     """True if this call inserted the in-flight key, False if it existed already."""
-    qn = connection.ops.quote_name
     stamp = connection.ops.adapt_datetimefield_value
-    columns = ("tenant_id", "key", "status", "owner", "run_id", "action_id", "claimed_at", "lease_expires_at")
-    sql = (
-        f"INSERT INTO {qn(KeyRow._meta.db_table)} ({', '.join(qn(c) for c in columns)})"
-        f" VALUES ({', '.join(['%s'] * len(columns))})"
-        f" ON CONFLICT ({qn('tenant_id')}, {qn('key')}) DO NOTHING RETURNING {qn('id')}"
-    )
     params = (tenant_id, key, KeyStatus.IN_FLIGHT.value, owner, run_id, action_id, stamp(now), stamp(expires))
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(insert_sql(KeyRow, _KEY_COLUMNS, _CLAIM_TAIL), params)
         return cursor.fetchone() is not None
+
+
+_KEY_COLUMNS = (
+    "tenant_id",
+    "key",
+    "status",
+    "owner",
+    "run_id",
+    "action_id",
+    "claimed_at",
+    "lease_expires_at",
+)
+_CLAIM_TAIL = ' ON CONFLICT ("tenant_id", "key") DO NOTHING RETURNING "id"'
 
 
 def _aware(now: datetime) -> None:
