@@ -41,9 +41,12 @@ test: $(VENV)/.installed-dev
 	  echo "PostgreSQL is not reachable at $(PG_URL): the PostgreSQL pass was skipped"; \
 	fi
 
+# ruff, mypy (strict, django-stubs) on the engine and the apps, and the layering contracts.
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check keelgate tests demo
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

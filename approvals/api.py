@@ -25,18 +25,10 @@ from approvals.schemas import (
 )
 from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
 from approvals.services import approval_decide, unknown_reconcile
-from keelgate_site.api_common import API_AUTH as AUTH
-from keelgate_site.api_common import (
-    CURSOR,
-    MAX_ID,
-    READ_ERRORS,
-    WRITE_ERRORS,
-    TenantQuery,
-    caller_of,
-    keyset_page,
-    responses,
-)
 from runs.schemas import ACTION_ID, RUN_ID
+from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
+from tenants.api_auth import API_AUTH as AUTH
+from tenants.api_auth import TenantQuery, caller_of
 
 router = Router(tags=["inbox"], auth=AUTH)
 

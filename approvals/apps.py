@@ -5,3 +5,11 @@ class ApprovalsConfig(AppConfig):
     """The inbox: pending approvals and unknown outcomes, and the decisions on them."""
 
     name = "approvals"
+
+    def ready(self) -> None:
+        """Keep the inbox in step with every checkpoint; expire approvals when a worker idles."""
+        from approvals.receivers import on_checkpoint_saved, on_worker_idle
+        from runs.signals import checkpoint_saved, worker_idle
+
+        checkpoint_saved.connect(on_checkpoint_saved, dispatch_uid="approvals.inbox")
+        worker_idle.connect(on_worker_idle, dispatch_uid="approvals.expire")

@@ -32,9 +32,10 @@ from pydantic import ValidationError
 
 from approvals.events import OutboxBatch, ResumeRequest, tenant_group
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from approvals.outbox import OutboxTailer, read_heads, read_items, tailer
+from approvals.outbox import OutboxTailer, read_items, tailer
 from approvals.selectors import approvals_for, inbox_counts, unknown_outcomes_for
 from approvals.views import INBOX_LIMIT, approval_entry, unknown_entry
+from audit.selectors import audit_heads
 from tenants.models import Membership
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -111,7 +112,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(tenant_group(tenant_id), self.channel_name)
         # Joined first, then read the heads: a batch sent from now on reaches this
         # consumer, and everything before it is at most these numbers.
-        self.since = await database_sync_to_async(read_heads)(list(self.tenants))
+        self.since = await database_sync_to_async(audit_heads)(list(self.tenants))
         self._session_checked = time.monotonic()
         await self.accept()
         if self.tenants:
@@ -167,7 +168,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
         return bool(store.load().get(SESSION_KEY) == str(self.user.pk))
 
     def _catch_up(self, client_since: dict[str, int]) -> str:
-        heads = read_heads(list(self.tenants))
+        heads = audit_heads(list(self.tenants))
         touched: dict[str, set[str]] = {}
         full = False
         for tenant_id, head in heads.items():
@@ -237,11 +238,11 @@ class InboxConsumer(AsyncWebsocketConsumer):
                 unknowns = unknown_outcomes_for(tenant_ids=[tenant_id], settled=None).filter(
                     run_id__in=run_ids
                 )
-                for row in unknowns:
-                    if not row.settled:
-                        upsert_u.append(self._unknown(row))
+                for outcome in unknowns:
+                    if not outcome.settled:
+                        upsert_u.append(self._unknown(outcome))
                     else:
-                        gone_u.append((f"item-u-{row.pk}", self._settled_note(row)))
+                        gone_u.append((f"item-u-{outcome.pk}", self._settled_note(outcome)))
             context.update(
                 {
                     "upsert_approvals": upsert_a,

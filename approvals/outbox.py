@@ -36,7 +36,8 @@ from django.conf import settings
 from django.db import connections
 
 from approvals.events import OutboxBatch, OutboxItem, tenant_group
-from audit.models import AuditEvent, ChainHead
+from audit.models import AuditEvent
+from audit.selectors import audit_heads
 from audit.store import NOTIFY_CHANNEL
 
 log = logging.getLogger("keelgate.outbox")
@@ -56,13 +57,6 @@ def safety_poll_seconds() -> float:
 
 
 # -- reads (sync, run in a thread) ----------------------------------------------------
-
-
-def read_heads(tenant_ids: Iterable[str]) -> dict[str, int]:
-    """The newest chain number of each tenant (0 for a tenant without a chain yet)."""
-    ids = list(tenant_ids)
-    heads = dict(ChainHead.objects.filter(tenant_id__in=ids).values_list("tenant_id", "seq"))
-    return {t: int(heads.get(t, 0)) for t in ids}
 
 
 def read_items(tenant_id: str, after_seq: int, limit: int = MAX_ITEMS) -> tuple[list[OutboxItem], bool]:
@@ -187,7 +181,7 @@ class OutboxTailer:
         """Look at every watched tenant's head row; send whatever is new."""
         if not self.heads:
             return
-        heads = await database_sync_to_async(read_heads, thread_sensitive=False)(list(self.heads))
+        heads = await database_sync_to_async(audit_heads, thread_sensitive=False)(list(self.heads))
         for tenant_id, seq in heads.items():
             last = self.heads.get(tenant_id)
             if last is not None and seq > last:
@@ -204,7 +198,7 @@ class OutboxTailer:
         if complete:
             last_seq = items[-1].seq
         else:
-            last_seq = (await database_sync_to_async(read_heads, thread_sensitive=False)([tenant_id]))[
+            last_seq = (await database_sync_to_async(audit_heads, thread_sensitive=False)([tenant_id]))[
                 tenant_id
             ]
             items = []

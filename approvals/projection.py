@@ -1,70 +1,114 @@
 """Keeps the inbox tables in step with a run's checkpoint.
 
-Called by the checkpoint store inside the transaction that saves the checkpoint, so
-an inbox row exists exactly when the checkpoint says a person is needed.
+Runs inside the transaction that saves the checkpoint (a ``checkpoint_saved``
+receiver), so an inbox row exists exactly when the checkpoint says a person is needed.
+It writes only what changed: a step without approvals or unknown outcomes costs no
+query, and a decision's save rewrites just the one row it decided.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.utils import timezone
+
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from keelgate._canonical import canonical_json
-from keelgate.loop import ActionStatus, LoopState
+from keelgate.canonical import canonical_json
+from keelgate.loop import ActionStatus, LoopState, PlannedAction
+
+_SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
 
 
 def sync_inbox(state: LoopState) -> None:
     """Create or update the inbox rows for the state's waiting and settled actions."""
-    for action in state.actions:
-        approval = action.approval
-        if approval is not None:
-            status = ApprovalStatus.PENDING
-            decided_by, decided_at = "", None
-            if approval.expired:
-                status = ApprovalStatus.EXPIRED
-            elif approval.denied_by:
-                status, decided_by, decided_at = ApprovalStatus.DENIED, approval.denied_by, approval.denied_at
-            elif approval.granted:
-                status = ApprovalStatus.APPROVED
-                decided_by, decided_at = approval.approvals[-1].by, approval.approvals[-1].at
-            Approval.objects.update_or_create(
-                tenant_id=state.tenant_id,
-                run_id=state.run_id,
-                action_id=action.action_id,
-                defaults={
-                    "agent": state.agent_id,
-                    "tool": action.tool,
-                    "arguments": canonical_json(action.arguments),
-                    "reason": approval.reason,
-                    "required": approval.required,
-                    "votes": [v.model_dump(mode="json") for v in approval.approvals],
-                    "status": status,
-                    "requested_at": approval.requested_at,
-                    "expires_at": approval.expires_at,
-                    "decided_by": decided_by,
-                    "decided_at": decided_at,
-                    "note": approval.note,
-                },
+    approvals = {a.action_id: _approval_fields(state, a) for a in state.actions if a.approval is not None}
+    unknowns = {
+        a.action_id: a
+        for a in state.actions
+        if a.status is ActionStatus.UNKNOWN or (a.outcome.settled_by and a.status in _SETTLED)
+    }
+    if approvals:
+        _sync_approvals(state, approvals)
+    if unknowns:
+        _sync_unknowns(state, unknowns)
+
+
+def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
+    approval = action.approval
+    assert approval is not None
+    status = ApprovalStatus.PENDING
+    decided_by, decided_at = "", None
+    if approval.expired:
+        status = ApprovalStatus.EXPIRED
+    elif approval.denied_by:
+        status, decided_by, decided_at = ApprovalStatus.DENIED, approval.denied_by, approval.denied_at
+    elif approval.granted:
+        status = ApprovalStatus.APPROVED
+        decided_by, decided_at = approval.approvals[-1].by, approval.approvals[-1].at
+    return {
+        "agent": state.agent_id,
+        "tool": action.tool,
+        "arguments": canonical_json(action.arguments),
+        "reason": approval.reason,
+        "required": approval.required,
+        "votes": [v.model_dump(mode="json") for v in approval.approvals],
+        "status": status,
+        "requested_at": approval.requested_at,
+        "expires_at": approval.expires_at,
+        "decided_by": decided_by,
+        "decided_at": decided_at,
+        "note": approval.note,
+    }
+
+
+def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]]) -> None:
+    rows = Approval.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id, action_id__in=list(wanted))
+    existing = {row.action_id: row for row in rows}
+    missing = []
+    for action_id, fields in wanted.items():
+        row = existing.get(action_id)
+        if row is None:
+            missing.append(
+                Approval(tenant_id=state.tenant_id, run_id=state.run_id, action_id=action_id, **fields)
             )
+            continue
+        changed = {name: value for name, value in fields.items() if getattr(row, name) != value}
+        if changed:
+            Approval.objects.filter(pk=row.pk).update(**changed)
+    if missing:
+        Approval.objects.bulk_create(missing)
+
+
+def _sync_unknowns(state: LoopState, actions: dict[str, PlannedAction]) -> None:
+    rows = UnknownOutcome.objects.filter(
+        tenant_id=state.tenant_id, run_id=state.run_id, action_id__in=list(actions)
+    )
+    existing = {row.action_id: row for row in rows}
+    missing = []
+    for action_id, action in actions.items():
+        row = existing.get(action_id)
         if action.status is ActionStatus.UNKNOWN:
-            UnknownOutcome.objects.get_or_create(
-                tenant_id=state.tenant_id,
-                run_id=state.run_id,
-                action_id=action.action_id,
-                defaults={
-                    "agent": state.agent_id,
-                    "tool": action.tool,
-                    "arguments": canonical_json(action.arguments),
-                    "idempotency_key": action.idempotency_key,
-                    "code": action.outcome.code or "",
-                    "detected_at": action.outcome.at or state.updated_at,
-                },
-            )
-        elif action.outcome.settled_by and action.status in (ActionStatus.DONE, ActionStatus.ABANDONED):
-            UnknownOutcome.objects.filter(
-                tenant_id=state.tenant_id, run_id=state.run_id, action_id=action.action_id, settled=False
-            ).update(
+            if row is None:
+                missing.append(
+                    UnknownOutcome(
+                        tenant_id=state.tenant_id,
+                        run_id=state.run_id,
+                        action_id=action_id,
+                        agent=state.agent_id,
+                        tool=action.tool,
+                        arguments=canonical_json(action.arguments),
+                        idempotency_key=action.idempotency_key,
+                        code=action.outcome.code or "",
+                        detected_at=action.outcome.at or state.updated_at or timezone.now(),
+                    )
+                )
+        elif row is not None and not row.settled:
+            UnknownOutcome.objects.filter(pk=row.pk, settled=False).update(
                 settled=True,
                 settled_by=action.outcome.settled_by,
                 settled_at=action.outcome.at,
                 executed=action.status is ActionStatus.DONE,
                 note=action.outcome.detail,
             )
+    if missing:
+        UnknownOutcome.objects.bulk_create(missing)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from django.db.models import QuerySet
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from tenants.access import NotFoundError
+from sitekit.errors import NotFoundError
 
 
 def approvals_for(

@@ -15,10 +15,11 @@ from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError, NoteRequiredError
-from keelgate_site.db import unique_or_none
-from runs.engine import build_loop
+from runs.engine.loops import build_loop
 from runs.services import run_requeue
-from tenants.access import NotFoundError, require_role
+from sitekit.db import unique_or_none
+from sitekit.errors import NotFoundError
+from tenants.access import require_role
 from tenants.models import Role
 
 Decision = Literal["approve", "deny"]
@@ -52,7 +53,7 @@ def approval_decide(
             expired = True
         approval.refresh_from_db()
         if approval.status != ApprovalStatus.PENDING:
-            run_requeue(tenant_id=tenant_id, run_id=approval.run_id)
+            run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
     if expired:
         raise ApprovalExpiredError(str(approval_id))
     return approval
@@ -73,11 +74,12 @@ def unknown_reconcile(
             raise NotFoundError()
         if item.settled:
             raise AlreadyDecidedError(item.settled_by)
+        by = user.get_username()
         build_loop(item.agent).reconcile_now(
-            tenant_id, item.run_id, item.action_id, executed=executed, by=user.get_username(), note=note
+            tenant_id, item.run_id, item.action_id, executed=executed, by=by, note=note
         )
         item.refresh_from_db()
-        run_requeue(tenant_id=tenant_id, run_id=item.run_id)
+        run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by)
     return item
 
 
@@ -90,7 +92,7 @@ def approvals_expire() -> int:
             with transaction.atomic():
                 loop = build_loop(approval["agent"])
                 if loop.expire_approval(approval["tenant_id"], approval["run_id"], approval["action_id"]):
-                    run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"])
+                    run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"], by="expiry")
                     expired += 1
         except KeelgateError:  # e.g. its agent was removed: the others still expire
             continue

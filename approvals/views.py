@@ -24,9 +24,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Approval, UnknownOutcome
-from approvals.outbox import read_heads
 from approvals.selectors import approval_get, approvals_for, inbox_counts, unknown_outcomes_for
 from approvals.services import approval_decide, unknown_reconcile
+from audit.selectors import audit_heads
 from keelgate.errors import (
     AlreadyDecidedError,
     ApprovalError,
@@ -37,9 +37,10 @@ from keelgate.errors import (
     NoteRequiredError,
     NotReconcilableError,
 )
-from tenants.access import ForbiddenError, NotFoundError
+from sitekit.errors import ForbiddenError, NotFoundError
+from sitekit.pages import console_page
 from tenants.models import ROLE_RANK, Role
-from tenants.views import console_page, memberships, tenant_ids
+from tenants.selectors import memberships, tenant_ids
 
 INBOX_LIMIT = 100
 """Items per section on one page: the inbox is a work queue, not an archive."""
@@ -117,7 +118,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
     ids = list(by_tenant)
     # The chain heads first: anything committed after this read is replayed over the
     # websocket, so an item can arrive twice (harmless) but never be missed.
-    since = read_heads(ids)
+    since = audit_heads(ids)
     username = request.user.get_username()
     approvals = [
         approval_entry(row, role=by_tenant[row.tenant_id].role, username=username)

@@ -11,7 +11,6 @@ from typing import Annotated
 from django.http import HttpRequest
 from ninja import Query, Router
 
-from audit.digest import chain_digest
 from audit.models import AuditEvent as EventRow
 from audit.schemas import (
     AuditPageOut,
@@ -21,16 +20,9 @@ from audit.schemas import (
     event_out,
     report_out,
 )
-from audit.selectors import audit_verify
-from keelgate_site.api_common import (
-    API_AUTH,
-    MAX_ID,
-    READ_ERRORS,
-    WRITE_ERRORS,
-    TenantQuery,
-    caller_of,
-    responses,
-)
+from audit.selectors import audit_digest, audit_verify
+from sitekit.api import MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
+from tenants.api_auth import API_AUTH, TenantQuery, caller_of
 
 router = Router(tags=["audit"], auth=API_AUTH)
 
@@ -96,4 +88,4 @@ def verify_against(
 )
 def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
     caller = caller_of(request, tenant)
-    return ChainDigestOut(**chain_digest(caller.tenant_id))
+    return ChainDigestOut(**audit_digest(tenant_id=caller.tenant_id))

@@ -19,49 +19,14 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 
-from keelgate._canonical import canonical_bytes
-from keelgate.errors import ChainBrokenError, ConfigurationError, KeelgateError
+from keelgate.canonical import canonical_bytes
+from keelgate.errors import ConfigurationError
+from sitekit.errors import DigestError, DigestKeyMismatchError, DigestSignatureError
 
-__all__ = [
-    "ChainDigest",
-    "DigestError",
-    "DigestKeyMismatchError",
-    "DigestSignatureError",
-    "EmptyChainError",
-    "chain_digest",
-    "verify_digest",
-]
+__all__ = ["ChainDigest", "sign_head", "verify_digest"]
 
 _FIELDS = frozenset({"tenant_id", "seq", "hash", "exported_at", "public_key", "signature"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-class DigestError(KeelgateError):
-    """A chain digest that cannot be trusted: missing or malformed fields."""
-
-    code = "digest_invalid"
-    message = "The chain digest is malformed."
-
-
-class DigestKeyMismatchError(DigestError):
-    """The digest names a public key other than this site's: another site signed it."""
-
-    code = "digest_key_mismatch"
-    message = "The chain digest was signed with a key other than this site's."
-
-
-class DigestSignatureError(DigestError):
-    """The signature does not verify: the digest was edited or forged."""
-
-    code = "digest_signature_invalid"
-    message = "The chain digest's signature does not verify with this site's key."
-
-
-class EmptyChainError(DigestError):
-    """Nothing to digest: a digest of no history would prove nothing (likely a typo)."""
-
-    code = "audit_chain_empty"
-    message = "The tenant has no audit events to digest."
 
 
 class ChainDigest(TypedDict):
@@ -75,26 +40,19 @@ class ChainDigest(TypedDict):
     signature: str
 
 
-def chain_digest(tenant_id: str) -> ChainDigest:
-    """Verify the tenant's chain and sign its head.
+def sign_head(tenant_id: str, seq: int, hash_: str) -> ChainDigest:
+    """Sign a verified head ``(seq, hash)`` of the tenant's chain with the site's key.
 
-    Raises :class:`ChainBrokenError` rather than sign a broken chain (the digest would
-    vouch for tampered history) and :class:`EmptyChainError` for a tenant without events.
+    The caller verifies first (:func:`audit.selectors.audit_digest`): a digest vouches
+    for history, so it must never be made over a broken chain.
     """
-    from audit.selectors import audit_verify  # selectors import this module
-
-    report = audit_verify(tenant_id=tenant_id)
-    if not report.ok:
-        raise ChainBrokenError(f"tenant {tenant_id}, seq {report.first_bad_seq}, {report.reason}")
-    if report.head_seq == 0:
-        raise EmptyChainError(tenant_id)
     key = _private_key()
     exported_at = datetime.now(UTC).isoformat(timespec="microseconds")
-    payload = _signed_bytes(tenant_id, report.head_seq, report.head_hash, exported_at)
+    payload = _signed_bytes(tenant_id, seq, hash_, exported_at)
     return ChainDigest(
         tenant_id=tenant_id,
-        seq=report.head_seq,
-        hash=report.head_hash,
+        seq=seq,
+        hash=hash_,
         exported_at=exported_at,
         public_key=_b64(_raw_public(key.public_key())),
         signature=_b64(key.sign(payload)),

@@ -13,14 +13,15 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
-from audit.digest import DigestError, verify_digest
+from audit.digest import ChainDigest, sign_head, verify_digest
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
 from audit.store import DjangoAuditLog
 from keelgate.audit import GENESIS_HASH, AuditEvent, ChainReport, verify_chain
 from keelgate.errors import ChainBrokenError
+from sitekit.errors import DigestError, EmptyChainError
 
-__all__ = ["HEAD_MISMATCH", "audit_tenants", "audit_verify"]
+__all__ = ["HEAD_MISMATCH", "audit_digest", "audit_heads", "audit_tenants", "audit_verify"]
 
 HEAD_MISMATCH = "head_mismatch"
 """A :class:`ChainReport` reason added by the site: the events do not end at the
@@ -38,6 +39,27 @@ def audit_tenants() -> list[str]:
     # order_by(): Meta.ordering would add seq to the DISTINCT and return every row.
     events = set(EventRow.objects.order_by().values_list("tenant_id", flat=True).distinct())
     return sorted(heads | events)
+
+
+def audit_heads(tenant_ids: Iterable[str]) -> dict[str, int]:
+    """The newest chain number of each tenant (0 for a tenant without a chain yet)."""
+    ids = list(tenant_ids)
+    heads = dict(ChainHead.objects.filter(tenant_id__in=ids).values_list("tenant_id", "seq"))
+    return {t: int(heads.get(t, 0)) for t in ids}
+
+
+def audit_digest(*, tenant_id: str) -> ChainDigest:
+    """Verify the tenant's chain and sign its head.
+
+    Raises :class:`ChainBrokenError` rather than sign a broken chain (the digest would
+    vouch for tampered history) and :class:`EmptyChainError` for a tenant without events.
+    """
+    report = audit_verify(tenant_id=tenant_id)
+    if not report.ok:
+        raise ChainBrokenError(f"tenant {tenant_id}, seq {report.first_bad_seq}, {report.reason}")
+    if report.head_seq == 0:
+        raise EmptyChainError(tenant_id)
+    return sign_head(tenant_id, report.head_seq, report.head_hash)
 
 
 def audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:

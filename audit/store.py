@@ -20,11 +20,10 @@ from django.db import connection, transaction
 
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
-from keelgate._clock import Clock, SystemClock
-from keelgate.audit import GENESIS_HASH, AuditEvent
-from keelgate.audit._event import encode_body, format_at, stored_event
+from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
+from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
-from keelgate_site.db import insert_sql
+from sitekit.db import insert_sql
 
 NOTIFY_CHANNEL = "keelgate_audit"
 
@@ -35,7 +34,7 @@ class DjangoAuditLog:
     def __init__(self, *, clock: Clock | None = None, group: Any = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.commit_group = group
-        """A ``runs.commits.DjangoCommitGroup`` shared with a loop's other stores, or None."""
+        """A ``runs.engine.commits.DjangoCommitGroup`` shared with a loop's other stores, or None."""
 
     def _transaction(self) -> AbstractContextManager[Any]:
         return self.commit_group.write() if self.commit_group is not None else transaction.atomic()

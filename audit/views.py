@@ -8,12 +8,12 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals.outbox import read_heads
-from audit.selectors import audit_verify
+from audit.selectors import audit_heads, audit_verify
 from audit.store import DjangoAuditLog
+from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
-from tenants.views import console_page, tenant_ids
+from tenants.selectors import tenant_ids
 
 PAGE_SIZE = 50
 
@@ -25,7 +25,7 @@ def audit_index(request: HttpRequest) -> HttpResponse:
     ids = tenant_ids(request)
     if len(ids) == 1:
         return HttpResponseRedirect(reverse("audit-chain", args=[ids[0]]))
-    return render(request, "audit/index.html", {"heads": sorted(read_heads(ids).items())})
+    return render(request, "audit/index.html", {"heads": sorted(audit_heads(ids).items())})
 
 
 @require_GET
@@ -33,7 +33,7 @@ def audit_index(request: HttpRequest) -> HttpResponse:
 def audit_chain(request: HttpRequest, tenant_id: str) -> HttpResponse:
     """``PAGE_SIZE`` events ending before ``?before=`` (default: the newest), newest first."""
     require_role(request.user, tenant_id, Role.VIEWER)
-    head = read_heads([tenant_id])[tenant_id]
+    head = audit_heads([tenant_id])[tenant_id]
     try:
         before = int(request.GET.get("before", head + 1))
     except ValueError:

@@ -31,8 +31,15 @@ from typing import Any
 from bench import _pg
 from bench._common import Row, SqliteFloor, interleave, median, prewarm_sqlite, progress, quick, scratch
 from bench._scenario import SqliteKeelgate, run_step
-from keelgate.audit import GENESIS_HASH, SqliteAuditLog, verify, verify_chain, verify_rows
-from keelgate.audit._event import fast_canonical, format_at
+from keelgate.audit import (
+    GENESIS_HASH,
+    SqliteAuditLog,
+    fast_canonical,
+    format_at,
+    verify,
+    verify_chain,
+    verify_rows,
+)
 
 BENCH_APPEND = "4a. audit append"
 BENCH_VERIFY = "4b. audit verification"

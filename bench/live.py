@@ -5,7 +5,7 @@ settings (``KEELGATE_DEBUG=0``), the in-memory channel layer, and the API rate l
 
 5. Latency from an approval committed to the database to the websocket message that
    shows it, at 1 and at 50 connected clients (``/ws/inbox/?items=1``, one session).
-   Each sample is a paper-trader run driven in this process by ``runs.worker.Worker``
+   Each sample is a paper-trader run driven in this process by ``runs.engine.worker.Worker``
    until its order waits for approval; the clock starts when the checkpoint save that
    creates the inbox row returns (committed), and stops at each client's first message
    naming the run. The clients run in a separate process. Baseline: PostgreSQL's own
@@ -182,8 +182,8 @@ def _clients_main(port: int, n: int, cookie: str, ready: Any, expect: Any, seen:
 
 def _approval_sample(user: Any, t0: dict[str, float]) -> str:
     """Start a paper-trader run and drive it to its approval; return its id."""
+    from runs.engine.worker import Worker
     from runs.services import run_start
-    from runs.worker import Worker
 
     run, _ = run_start(tenant_id="live", agent="paper-trader", goal="buy 10 ACME", user=user)
     Worker(poll_seconds=0.01).run_once()
@@ -195,7 +195,7 @@ def _approval_sample(user: Any, t0: dict[str, float]) -> str:
 def _hook_saves(t0: dict[str, float]) -> Any:
     """Note when the checkpoint that creates each run's inbox row has committed."""
     from keelgate.loop import ActionStatus
-    from runs.stores import DjangoCheckpointStore
+    from runs.engine.stores import DjangoCheckpointStore
 
     original = DjangoCheckpointStore.save
 
@@ -375,9 +375,9 @@ def _request(method: str, path: str, token: str | None, body: bytes = b"") -> by
 def _clone_waiting_runs(user: Any, tenant: str, n: int) -> list[int]:
     """``n`` approvals to decide: copies of one real waiting run under new run ids (untimed)."""
     from approvals.models import Approval
+    from runs.engine.worker import Worker
     from runs.models import Checkpoint, Run
     from runs.services import run_start
-    from runs.worker import Worker
 
     template, _ = run_start(tenant_id=tenant, agent="paper-trader", goal="buy 10 ACME", user=user)
     Worker(poll_seconds=0.01).serve(once=True)

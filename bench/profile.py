@@ -76,32 +76,16 @@ def _timed(owner: Any, name: str, label: str) -> Callable[[], None]:
 
 def _hot_spots() -> list[Callable[[], None]]:
     """The pure-Python parts worth naming; none of them runs SQL, so the parts are disjoint."""
-    import keelgate.audit._sqlite as audit_sqlite
-    from keelgate._state import LoopState
-    from keelgate.audit._event import AuditEvent
-    from keelgate.gateway._gateway import Gateway
+    from keelgate.audit import AuditEvent
+    from keelgate.gateway import Gateway
+    from keelgate.loop import LoopState
 
-    undo = [
+    return [
         _timed(Gateway, "specs", "python: Gateway.specs (tool JSON schemas, every plan)"),
         _timed(LoopState, "to_json", "python: LoopState.to_json (whole state, every save)"),
         _timed(LoopState, "from_json", "python: LoopState.from_json"),
         _timed(AuditEvent, "build", "python: AuditEvent.build (validate, canonical JSON, sha256)"),
     ]
-    original = getattr(audit_sqlite, "normalize_body", None)
-    if original is None:
-        return undo
-
-    def normalize(body: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return original(body)
-        finally:
-            _acc["python: normalize_body (JSON round trip per audit event)"] += time.perf_counter() - t
-            _calls["python: normalize_body (JSON round trip per audit event)"] += 1
-
-    audit_sqlite.normalize_body = normalize
-    undo.append(lambda: setattr(audit_sqlite, "normalize_body", original))
-    return undo
 
 
 def _report(title: str, total: float, steps: int) -> None:

@@ -9,7 +9,7 @@ transactions that changed or locked a row (an execute wrapper and a hook on comm
 and on the server, as the change of ``pg_stat_database.xact_commit`` for the scratch
 database, which also counts read-only transactions.
 
-A fourth case drives each step with its own ``asyncio.run``, as ``runs/worker.py`` drives
+A fourth case drives each step with its own ``asyncio.run``, as ``runs/engine/worker.py`` drives
 each run: Django keeps connections per thread, but per event loop inside a running
 loop, so every ``asyncio.run`` opens a new PostgreSQL connection.
 """
@@ -107,8 +107,8 @@ def _new_runs(n: int) -> list[str]:
 
 async def keelgate_step(run_id: str) -> None:
     """One step on the Django stores, fenced like the worker's."""
-    from runs.engine import database_stores
-    from runs.fencing import Fence
+    from runs.engine.fencing import Fence
+    from runs.engine.loops import database_stores
 
     checkpoints, idempotency, audit = database_stores(Fence(TENANT, run_id, 1))
     loop = keelgate_loop(checkpoints=checkpoints, idempotency=idempotency, audit=audit)
@@ -278,7 +278,7 @@ def run() -> list[Row]:
     rows = [
         Row(
             BENCH,
-            "Keelgate (Django stores, fenced, as runs.engine wires them)",
+            "Keelgate (Django stores, fenced, as runs.engine.loops wires them)",
             "step",
             "us/step",
             km,
@@ -325,7 +325,7 @@ def run() -> list[Row]:
         rows.append(
             Row(
                 BENCH,
-                "Keelgate, one asyncio.run per step (as runs/worker.py: a new connection each)",
+                "Keelgate, one asyncio.run per step (as runs/engine/worker.py: a new connection each)",
                 "step",
                 "us/step",
                 wm,

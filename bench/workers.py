@@ -2,7 +2,7 @@
 
 Four worker processes start once and are warmed up on a first batch. Each trial then
 prepares a batch of paper-trader runs that wait for approval: started with
-``runs.services.run_start``, drained once in this process by ``runs.worker.Worker`` (each
+``runs.services.run_start``, drained once in this process by ``runs.engine.worker.Worker`` (each
 stops at its order, which needs a person) while every worker process is frozen
 (SIGSTOP, only ever while nothing is runnable). Every approval is decided with
 ``approvals.services.approval_decide`` inside one outer transaction, N workers are
@@ -47,9 +47,9 @@ def _approver() -> Any:
 
 def _prepare(user: Any, batch: int) -> list[str]:
     """``batch`` runs, each waiting for its order's approval (untimed)."""
+    from runs.engine.worker import Worker
     from runs.models import Run, RunStatus
     from runs.services import run_start
-    from runs.worker import Worker
 
     ids = []
     for _ in range(batch):

@@ -2,7 +2,7 @@
 
 Stores on separate files commit every write on its own. Stores built on one
 :class:`SqliteDatabase` can also group a loop's writes into fewer commits (see
-:mod:`keelgate._commits`): the fsync is most of a durable write's cost, and a step's
+:mod:`keelgate.commits`): the fsync is most of a durable write's cost, and a step's
 checkpoint, audit event and key claim need not each pay for one.
 """
 
@@ -12,14 +12,34 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["BUSY_TIMEOUT_MS", "SqliteDatabase", "open_durable", "open_store"]
+__all__ = ["BUSY_TIMEOUT_MS", "SqliteDatabase", "enable_wal", "open_durable", "open_store"]
 
 BUSY_TIMEOUT_MS = 30_000
 """Competing writers (threads or processes) wait this long instead of failing."""
+
+
+def enable_wal(conn: sqlite3.Connection, *, seconds: float = BUSY_TIMEOUT_MS / 1000) -> None:
+    """Switch the file to WAL, waiting for processes that open it at the same moment.
+
+    SQLite answers a journal-mode change that races another connection's with "database
+    is locked" at once, without calling the busy handler; retry it for a bounded time.
+    """
+    deadline = time.monotonic() + seconds
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def open_durable(path: str | Path) -> sqlite3.Connection:
@@ -36,7 +56,7 @@ def open_durable(path: str | Path) -> sqlite3.Connection:
         # The busy timeout first, so the pragmas below wait for a process opening the file.
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if str(path) != ":memory:" and not str(path).startswith("file::memory:"):
-            conn.execute("PRAGMA journal_mode = WAL")
+            enable_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
     except BaseException:
         conn.close()
@@ -76,7 +96,7 @@ class SqliteDatabase:
         self._open_by: tuple[int, int] | None = None
         self._closed = False
 
-    # -- commit grouping (keelgate._commits.CommitGroup) ------------------------------
+    # -- commit grouping (keelgate.commits.CommitGroup) ------------------------------
 
     def hold(self) -> None:
         """From now on the caller's writes join one transaction until :meth:`flush`."""

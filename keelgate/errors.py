@@ -5,6 +5,11 @@ programs compare, the wording is what people read, and neither ever contains
 untrusted text (tool output, arguments). An error stored in a checkpoint is stored as
 its code and detail, and :func:`error_from_code` turns it back into the same class.
 
+Each class also says how a request-serving front end answers it (``http_status``,
+inherited along the tree; the number in brackets below). ``None`` means the error is
+not the caller's doing: reaching a request with it is a bug, answered 500. The Django
+site adds its own errors beside these, in one tree of their own (``sitekit.errors``).
+
 ::
 
     BaseException
@@ -14,21 +19,21 @@ its code and detail, and :func:`error_from_code` turns it back into the same cla
         └── KeelgateError              code, message
             ├── ConfigurationError             configuration_invalid
             ├── StoreError                     store_error
-            │   ├── StaleCheckpointError       stale_checkpoint
+            │   ├── StaleCheckpointError       stale_checkpoint [409]
             │   ├── KeyNotOwnedError           key_not_owned
-            │   ├── LeaseLostError             lease_lost
-            │   └── ChainBrokenError           audit_chain_broken
-            ├── RunError
+            │   ├── LeaseLostError             lease_lost [409]
+            │   └── ChainBrokenError           audit_chain_broken [409]
+            ├── RunError                       run_error [409]
             │   ├── RunExistsError             run_exists
-            │   ├── RunNotFoundError           run_not_found
-            │   ├── ActionNotFoundError        action_not_found
+            │   ├── RunNotFoundError           run_not_found [404]
+            │   ├── ActionNotFoundError        action_not_found [404]
             │   ├── NotReconcilableError       not_reconcilable
             │   ├── CallMayBeRunningError      call_may_be_running
             │   ├── ApprovalError              approval_invalid
             │   │   ├── AlreadyDecidedError    approval_already_decided
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
-            │   │   └── NoteRequiredError      note_required
+            │   │   └── NoteRequiredError      note_required [422]
             │   └── NotReplayableError         not_replayable
             ├── PlannerError                   planner_invalid
             ├── VerifierError                  verifier_invalid
@@ -113,6 +118,8 @@ class KeelgateError(Exception):
 
     code: ClassVar[str] = "keelgate_error"
     message: ClassVar[str] = "Keelgate could not complete the request."
+    http_status: ClassVar[int | None] = None
+    """How a front end answers this error; None: never the caller's doing (a 500)."""
 
     def __init__(self, detail: str = "") -> None:
         self.detail = detail
@@ -138,6 +145,7 @@ class StaleCheckpointError(StoreError):
 
     code = "stale_checkpoint"
     message = "A newer checkpoint already exists; another writer got there first."
+    http_status = 409
 
 
 class KeyNotOwnedError(StoreError):
@@ -152,6 +160,7 @@ class LeaseLostError(StoreError):
 
     code = "lease_lost"
     message = "The run's lease was taken over by another worker; this write was refused."
+    http_status = 409
 
 
 class ChainBrokenError(StoreError):
@@ -159,6 +168,7 @@ class ChainBrokenError(StoreError):
 
     code = "audit_chain_broken"
     message = "The audit chain is broken."
+    http_status = 409
 
 
 class RunError(KeelgateError):
@@ -166,6 +176,7 @@ class RunError(KeelgateError):
 
     code = "run_error"
     message = "The run cannot do that now."
+    http_status = 409
 
 
 class RunExistsError(RunError):
@@ -180,6 +191,7 @@ class RunNotFoundError(RunError):
 
     code = "run_not_found"
     message = "No run with that id exists."
+    http_status = 404
 
 
 class ActionNotFoundError(RunError):
@@ -187,6 +199,7 @@ class ActionNotFoundError(RunError):
 
     code = "action_not_found"
     message = "The run has no action with that id."
+    http_status = 404
 
 
 class NotReconcilableError(RunError):
@@ -236,6 +249,7 @@ class NoteRequiredError(ApprovalError):
 
     code = "note_required"
     message = "A note saying why is required for this decision."
+    http_status = 422
 
 
 class NotReplayableError(RunError):

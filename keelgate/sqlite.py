@@ -5,7 +5,7 @@
     loop = Loop(planner=..., gateway=gateway, checkpoints=stores.checkpoints)
 
 The loop sees that the three stores write through one connection and groups their
-writes between barriers (see :mod:`keelgate._commits`): a paper-trading step commits
+writes between barriers (see :mod:`keelgate.commits`): a paper-trading step commits
 7 times instead of 17, with the same crash guarantees.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from types import TracebackType
 
-from keelgate._clock import Clock
 from keelgate._sqlite import SqliteDatabase
 from keelgate.audit import SqliteAuditLog
 from keelgate.checkpoint import SqliteCheckpointStore
+from keelgate.clock import Clock
 from keelgate.idempotency import SqliteIdempotencyStore
 
 __all__ = ["SqliteDatabase", "SqliteStores"]

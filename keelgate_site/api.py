@@ -2,10 +2,10 @@
 
 Every error is JSON ``{"code": ..., "detail": ...}``: ``code`` is stable, ``detail``
 is the fixed wording of the code plus, for Keelgate errors, their trusted detail (an
-id, a field name, who decided). Domain errors become HTTP responses in one handler, by
-code (:data:`STATUS_BY_CODE`, looked up along the class's bases so a subclass inherits
-its parent's status). A 500 is only ever a bug: it is logged with its traceback and
-answered with fixed wording, never the exception's text.
+id, a field name, who decided). Domain errors become HTTP responses in one handler:
+each error class carries its status (``http_status``, inherited along the engine's
+tree and the site's, ``sitekit.errors``). A 500 is only ever a bug: it is logged with
+its traceback and answered with fixed wording, never the exception's text.
 """
 
 from __future__ import annotations
@@ -22,48 +22,11 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from approvals.api import router as approvals_router
 from audit.api import router as audit_router
 from keelgate.errors import KeelgateError
-from keelgate_site.api_common import API_AUTH
 from runs.api import router as runs_router
-from tenants.ratelimit import RateLimitedError
+from sitekit.errors import RateLimitedError
+from tenants.api_auth import API_AUTH
 
 logger = logging.getLogger("keelgate.api")
-
-STATUS_BY_CODE: dict[str, int] = {
-    # absent, or not allowed
-    "not_found": 404,
-    "run_not_found": 404,
-    "action_not_found": 404,
-    "audit_chain_empty": 404,
-    "forbidden": 403,
-    "csrf_failed": 403,
-    # the state does not allow it (now)
-    "run_error": 409,
-    "run_exists": 409,
-    "not_resumable": 409,
-    "not_reconcilable": 409,
-    "call_may_be_running": 409,
-    "approval_invalid": 409,
-    "approval_already_decided": 409,
-    "approval_duplicate_approver": 409,
-    "approval_expired": 409,
-    "stale_checkpoint": 409,
-    "lease_lost": 409,
-    "audit_chain_broken": 409,
-    "idempotency_key_in_progress": 409,
-    # the request cannot be honoured as sent
-    "note_required": 422,
-    "goal_not_understood": 422,
-    "unknown_agent": 422,
-    "invalid_input": 422,
-    "invalid_cursor": 422,
-    "tenant_required": 422,
-    "idempotency_key_reused": 422,
-    "digest_invalid": 422,
-    # slow down
-    "rate_limited": 429,
-}
-"""HTTP status of each error code. A KeelgateError whose code (and whose bases' codes)
-are not here is a bug, answered 500."""
 
 INVALID_INPUT = "The request is invalid"
 MALFORMED_BODY = "The request body is not valid JSON."
@@ -98,23 +61,13 @@ def _error(request: HttpRequest, status: int, code: str, detail: str) -> HttpRes
     return api.create_response(request, {"code": code, "detail": detail}, status=status)
 
 
-def status_for(exc: KeelgateError) -> int | None:
-    """The HTTP status of a domain error, from its code or its nearest base's."""
-    for cls in type(exc).__mro__:
-        status = STATUS_BY_CODE.get(getattr(cls, "code", ""))
-        if status is not None:
-            return status
-    return None
-
-
 @api.exception_handler(KeelgateError)
 def keelgate_error(request: HttpRequest, exc: KeelgateError) -> HttpResponse:
-    """Every domain error, by code."""
-    status = status_for(exc)
-    if status is None:
+    """Every domain error, with the status its class carries (none: a bug, 500)."""
+    if exc.http_status is None:
         return unexpected_error(request, exc)
     detail = f"{exc.message} ({exc.detail})" if exc.detail else exc.message
-    response = _error(request, status, exc.code, detail)
+    response = _error(request, exc.http_status, exc.code, detail)
     if isinstance(exc, RateLimitedError):
         response["Retry-After"] = str(exc.retry_after)
     return response

@@ -43,10 +43,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # The site's layers, lowest first: each app imports only those above it here.
     "tenants",
+    "audit",
     "runs",
     "approvals",
-    "audit",
+    "keelgate_site",  # the assembly: settings, URL maps, asgi, the API, the demo commands
 ]
 
 MIDDLEWARE = [
@@ -160,7 +162,7 @@ KEELGATE_LEASE_SECONDS = float(os.environ.get("KEELGATE_LEASE_SECONDS", "30"))
 
 KEELGATE_MONITORS: dict[str, dict[str, object]] = {}
 """Monitor id -> {"tenant", "agent", "goal", "interval_seconds"}: READ-only loops the
-worker ticks on a schedule, each tick a run ``<id>.tick-<n>`` (runs/monitors.py)."""
+worker ticks on a schedule, each tick a run ``<id>.tick-<n>`` (runs/engine/monitors.py)."""
 
 KEELGATE_RUNNER = os.environ.get("KEELGATE_RUNNER", "worker")
 """``worker`` (keelgate_worker claims queued runs) or ``temporal`` (each queued run is

@@ -19,21 +19,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Header, Path, Query, Router, Status
 
-from keelgate._canonical import canonical_json
-from keelgate.errors import KeelgateError
+from keelgate.canonical import canonical_json
 from keelgate.loop import StopReason
-from keelgate_site.api_common import (
-    API_AUTH,
-    CURSOR,
-    READ_ERRORS,
-    WRITE_ERRORS,
-    Caller,
-    TenantQuery,
-    caller_of,
-    keyset_page,
-    responses,
-)
-from keelgate_site.db import unique_or_none
 from runs.models import Run, RunStatus
 from runs.schemas import (
     AGENT,
@@ -50,6 +37,10 @@ from runs.schemas import (
 )
 from runs.selectors import run_get, run_state, run_timeline, runs_for
 from runs.services import run_resume, run_start
+from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
+from sitekit.db import unique_or_none
+from sitekit.errors import IdempotencyKeyInProgressError, IdempotencyKeyReusedError
+from tenants.api_auth import API_AUTH, Caller, TenantQuery, caller_of
 from tenants.models import ApiIdempotencyKey, Tenant
 
 router = Router(tags=["runs"], auth=API_AUTH)
@@ -69,20 +60,6 @@ IDEMPOTENCY_KEY_TTL = timedelta(hours=24)
 """A key is remembered this long; after that the same key starts a new run."""
 IN_PROGRESS_TIMEOUT = timedelta(minutes=5)
 """A first request still unfinished after this died mid-way: a repeat may take it over."""
-
-
-class IdempotencyKeyReusedError(KeelgateError):
-    """The Idempotency-Key was used before with a different request body."""
-
-    code = "idempotency_key_reused"
-    message = "This Idempotency-Key was already used with a different request."
-
-
-class IdempotencyKeyInProgressError(KeelgateError):
-    """The first request with this Idempotency-Key has not finished yet."""
-
-    code = "idempotency_key_in_progress"
-    message = "A request with this Idempotency-Key is still in progress; retry shortly."
 
 
 @router.post(

@@ -12,7 +12,7 @@ from typing import Any
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field
 
-from keelgate._canonical import canonical_json
+from keelgate.canonical import canonical_json
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
 from runs.selectors import TimelineEntry

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from keelgate.loop import LoopState
 from runs.models import Checkpoint, Run
-from tenants.access import NotFoundError
+from sitekit.errors import NotFoundError
 
 
 def runs_for(

@@ -1,8 +1,16 @@
-"""Writes about runs: start, resume. Views, the API and commands call these, nothing else."""
+"""Writes about runs. Views, the API, commands, the worker, monitors and Temporal call these.
+
+This module is the one writer of ``Run.status``: every move between statuses is one
+conditional UPDATE with its ``run.status`` audit event in the same transaction
+(:func:`run_move`), so the chain says who moved which run where, and why. Starting and
+resuming a run are moves too, audited as ``run.requested`` and ``run.resumed``. A run
+that becomes runnable is announced on ``runs.signals.run_queued`` after the commit.
+"""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -10,21 +18,63 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.store import DjangoAuditLog
-from keelgate.errors import RunError, RunExistsError
-from keelgate.loop import LoopLimits
-from keelgate_site.db import unique_or_none
+from keelgate.errors import RunExistsError
+from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
 from runs.models import Run, RunStatus
-from runs.temporal import dispatch_on_commit
-from tenants.access import NotFoundError, require_role
+from runs.signals import run_queued
+from sitekit.db import unique_or_none
+from sitekit.errors import NotFoundError, NotResumableError
+from tenants.access import require_role
 from tenants.models import Role
 
+STATUS_AFTER_STOP = {
+    StopReason.GOAL_REACHED: RunStatus.DONE,
+    StopReason.APPROVAL_PENDING: RunStatus.WAITING,
+    StopReason.OUTCOME_UNKNOWN: RunStatus.WAITING,
+    StopReason.INTERRUPTED: RunStatus.QUEUED,
+}
+"""Every other stop (budgets, errors) leaves the run STOPPED, resumable by a person."""
 
-class NotResumableError(RunError):
-    """Only a stopped run (a budget stop or an error) can be resumed by hand."""
 
-    code = "not_resumable"
-    message = "Only a stopped run can be resumed."
+def status_after_stop(reason: StopReason) -> str:
+    """The run's status once its loop stopped for ``reason``."""
+    return STATUS_AFTER_STOP.get(reason, RunStatus.STOPPED)
+
+
+def run_move(
+    *,
+    tenant_id: str,
+    run_id: str,
+    to: str,
+    actor: str,
+    reason: str = "",
+    expect: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """Move one run to status ``to`` (writing ``fields`` too) while its row matches ``expect``.
+
+    ``expect`` is the condition that makes the move safe (the lease epoch a worker
+    holds, the status a decision found, the checkpoint a stop saw); when the row no
+    longer matches, nothing is written and the answer is False. The ``run.status``
+    audit event commits with the move, inside the caller's transaction if there is one.
+    """
+    with transaction.atomic(savepoint=False):
+        moved = Run.objects.filter(tenant_id=tenant_id, run_id=run_id, **(expect or {})).update(
+            status=to, updated_at=timezone.now(), **fields
+        )
+        if moved:
+            body = {"run_id": run_id, "status": str(to)}
+            if reason:
+                body["reason"] = reason
+            DjangoAuditLog().append(tenant_id, actor=actor, kind="run.status", body=body)
+            if to == RunStatus.QUEUED:
+                _announce_queued(tenant_id, run_id)
+    return moved == 1
+
+
+def _announce_queued(tenant_id: str, run_id: str) -> None:
+    transaction.on_commit(lambda: run_queued.send(sender=Run, tenant_id=tenant_id, run_id=run_id))
 
 
 def run_start(
@@ -70,7 +120,7 @@ def run_start(
             kind="run.requested",
             body={"run_id": run_id, "agent": agent},
         )
-        dispatch_on_commit(run)
+        _announce_queued(tenant_id, run_id)
     return run, True
 
 
@@ -93,14 +143,52 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
             kind="run.resumed",
             body={"run_id": run_id, "limits": checked},
         )
-        dispatch_on_commit(run)
+        _announce_queued(tenant_id, run_id)
     return run
 
 
-def run_requeue(*, tenant_id: str, run_id: str) -> None:
-    """Make a waiting run runnable again after a person decided (approve, deny, reconcile)."""
-    updated = Run.objects.filter(tenant_id=tenant_id, run_id=run_id, status=RunStatus.WAITING).update(
-        status=RunStatus.QUEUED, updated_at=timezone.now()
+def run_requeue(*, tenant_id: str, run_id: str, by: str) -> bool:
+    """Make a waiting run runnable again after ``by`` decided (approve, deny, reconcile)."""
+    return run_move(
+        tenant_id=tenant_id,
+        run_id=run_id,
+        to=RunStatus.QUEUED,
+        actor=by,
+        reason="decided",
+        expect={"status": RunStatus.WAITING},
     )
-    if updated:
-        dispatch_on_commit(Run.objects.get(tenant_id=tenant_id, run_id=run_id))
+
+
+def run_record_tick(*, state: LoopState, agent: str, stop_reason: StopReason) -> None:
+    """List a monitor's tick with the other runs, in the status its stop leaves it in.
+
+    A tick runs before it has a row (the monitor names it from what is stored), so
+    this creates the row from the tick's last checkpoint, or moves an existing one.
+    """
+    status = status_after_stop(stop_reason)
+    fields: dict[str, Any] = {
+        "agent": agent,
+        "goal": state.goal,
+        "as_of": state.as_of,
+        "trace_id": state.trace_id,
+        "phase": state.phase.value,
+        "stop_reason": stop_reason.value,
+        "usage": state.usage.model_dump(),
+        "limits": state.limits.model_dump(),
+        "iteration": state.iteration,
+        "seq": state.seq,
+    }
+    with transaction.atomic():
+        _, created = Run.objects.get_or_create(
+            tenant_id=state.tenant_id,
+            run_id=state.run_id,
+            defaults={**fields, "status": "", "created_by": "monitor"},
+        )
+        run_move(
+            tenant_id=state.tenant_id,
+            run_id=state.run_id,
+            to=status,
+            actor="monitor",
+            reason=stop_reason.value,
+            **({} if created else fields),
+        )

@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from pydantic import ValidationError
 
-from approvals.selectors import approvals_for, unknown_outcomes_for
 from keelgate.loop import (
+    ActionStatus,
     ErrorInfo,
     LoopState,
     NotReplayableError,
@@ -31,12 +31,14 @@ from keelgate.loop import (
     replay,
 )
 from runs.agents import agent_names
+from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Run, RunStatus
 from runs.selectors import run_get, run_state, run_timeline, runs_for
-from runs.services import NotResumableError, run_resume
-from runs.stores import DjangoCheckpointStore
+from runs.services import run_resume
+from sitekit.errors import NotResumableError
+from sitekit.pages import console_page
 from tenants.models import Role
-from tenants.views import allows, console_page, tenant_ids
+from tenants.selectors import allows, tenant_ids
 
 PAGE_SIZE = 50
 TIMELINE_LIMIT = 200
@@ -203,9 +205,11 @@ def timeline_rows(entries: list[Any]) -> list[TimelineRow]:
 
 
 def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> dict[str, Any]:
+    # From the checkpoint the inbox is projected from, so the two always agree.
+    actions = state.actions if state is not None else []
     waiting = {
-        "approvals": approvals_for(tenant_ids=[run.tenant_id]).filter(run_id=run.run_id).count(),
-        "unknown": unknown_outcomes_for(tenant_ids=[run.tenant_id]).filter(run_id=run.run_id).count(),
+        "approvals": sum(a.status is ActionStatus.AWAITING_APPROVAL for a in actions),
+        "unknown": sum(a.status is ActionStatus.UNKNOWN for a in actions),
     }
     return {
         "run": run,

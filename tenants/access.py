@@ -8,22 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from keelgate.errors import KeelgateError
+from sitekit.errors import ForbiddenError, NotFoundError
 from tenants.models import Membership, Role
-
-
-class NotFoundError(KeelgateError):
-    """The object does not exist, or belongs to a tenant the caller cannot see."""
-
-    code = "not_found"
-    message = "Not found."
-
-
-class ForbiddenError(KeelgateError):
-    """The caller's role in this tenant does not allow that."""
-
-    code = "forbidden"
-    message = "Your role in this tenant does not allow that."
 
 
 def tenant_ids_for(user: Any) -> list[str]:

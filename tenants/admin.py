@@ -57,12 +57,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ("revoke",)
 
-    def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any):
+    def get_form(
+        self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
         if obj is None:
             kwargs["form"] = ApiKeyCreateForm
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         if obj is None:
             return ["tenant", "user", "name"]
         return ["tenant", "user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]

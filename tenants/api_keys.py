@@ -19,11 +19,10 @@ from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
-from keelgate.errors import KeelgateError
+from sitekit.errors import NotAMemberError
 from tenants.models import ApiKey, Membership, Tenant
 
 __all__ = [
-    "NotAMemberError",
     "VerifiedKey",
     "api_key_create",
     "api_key_revoke",
@@ -33,13 +32,6 @@ __all__ = [
 _TOKEN = re.compile(r"kg_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 _TOUCH_EVERY = timedelta(minutes=1)
 """``last_used_at`` is written at most this often, not on every request."""
-
-
-class NotAMemberError(KeelgateError):
-    """A key can only be made for a user who belongs to the tenant."""
-
-    code = "not_a_member"
-    message = "The user does not belong to that tenant."
 
 
 @dataclass(frozen=True)

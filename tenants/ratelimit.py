@@ -18,22 +18,11 @@ import time
 from django.conf import settings
 from django.core.cache import cache
 
-from keelgate.errors import KeelgateError
+from sitekit.errors import RateLimitedError
 
-__all__ = ["RateLimitedError", "ratelimit_hit"]
+__all__ = ["ratelimit_hit"]
 
 logger = logging.getLogger("keelgate.api")
-
-
-class RateLimitedError(KeelgateError):
-    """The key made too many requests in the current window; ``retry_after`` says when to retry."""
-
-    code = "rate_limited"
-    message = "Too many requests with this API key."
-
-    def __init__(self, retry_after: int) -> None:
-        self.retry_after = retry_after
-        super().__init__(f"retry after {retry_after} s")
 
 
 def ratelimit_hit(*, key_id: int, now: float | None = None) -> None:

@@ -14,6 +14,7 @@ from django.urls import NoReverseMatch, reverse
 
 from approvals.selectors import inbox_counts
 from keelgate.errors import message_for
+from tenants.selectors import tenant_ids
 
 register = template.Library()
 
@@ -83,6 +84,4 @@ def nav_counts(context: template.Context) -> dict[str, int]:
     request = context.get("request")
     if request is None or not request.user.is_authenticated:
         return {"approvals": 0, "unknown": 0}
-    from tenants.views import tenant_ids
-
     return inbox_counts(tenant_ids=tenant_ids(request))

@@ -3,9 +3,25 @@
 Every event links to the previous one's hash, so :func:`verify` finds any edited,
 deleted, inserted or reordered event; a head ``(seq, hash)`` exported elsewhere
 proves later that history up to it was not rewritten (``expect_head``).
+
+A store outside the engine (the Django site's) writes exactly the bytes the engine's
+stores write with the encoding helpers: :func:`encode_body` (a body's stored text, once),
+:func:`format_at` (the stored time), :func:`stored_event` (the hashed event from those),
+:func:`fast_canonical` (the hashed bytes without a model), and :func:`in_stored_form` /
+:func:`page_in_stored_form` (is stored text in the one form its hash was taken over).
 """
 
-from keelgate.audit._event import GENESIS_HASH, AuditEvent, compute_hash
+from keelgate.audit._event import (
+    GENESIS_HASH,
+    AuditEvent,
+    compute_hash,
+    encode_body,
+    fast_canonical,
+    format_at,
+    in_stored_form,
+    page_in_stored_form,
+    stored_event,
+)
 from keelgate.audit._memory import InMemoryAuditLog
 from keelgate.audit._protocol import AuditLog
 from keelgate.audit._sqlite import SqliteAuditLog
@@ -20,6 +36,12 @@ __all__ = [
     "SqliteAuditLog",
     "StoredRow",
     "compute_hash",
+    "encode_body",
+    "fast_canonical",
+    "format_at",
+    "in_stored_form",
+    "page_in_stored_form",
+    "stored_event",
     "verify",
     "verify_chain",
     "verify_rows",

@@ -18,7 +18,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from keelgate._canonical import canonical_bytes, canonical_json
+from keelgate.canonical import canonical_bytes, canonical_json
 
 __all__ = [
     "GENESIS_HASH",
@@ -174,7 +174,7 @@ def fast_canonical(tenant_id: str, seq: int, at: datetime, actor: str, kind: str
 
 
 encode_canonical: Callable[[Any], str] = _encode
-""":func:`~keelgate._canonical.canonical_json` built once (see :func:`fast_canonical`)."""
+""":func:`~keelgate.canonical.canonical_json` built once (see :func:`fast_canonical`)."""
 
 
 def linked_text(

@@ -6,8 +6,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from keelgate._clock import Clock, SystemClock
 from keelgate.audit._event import GENESIS_HASH, AuditEvent, normalize_body
+from keelgate.clock import Clock, SystemClock
 
 __all__ = ["InMemoryAuditLog"]
 

@@ -24,6 +24,9 @@ class AuditLog(Protocol):
     - ``events`` yields a tenant's events in sequence order, starting after
       ``after_seq``; another tenant's events never appear.
     - ``head`` is the last event of the tenant's chain, or None for an empty chain.
+    - Optionally a :class:`~keelgate.commits.GroupedStore`: a ``commit_group`` shared
+      with the other stores of one transaction lets the loop commit their writes
+      together at its barriers; without one, every write commits alone.
     """
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:

@@ -15,10 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from keelgate._canonical import canonical_json
-from keelgate._clock import Clock, SystemClock
 from keelgate._sqlite import SqliteDatabase, open_store
 from keelgate.audit._event import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
+from keelgate.canonical import canonical_json
+from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 
 __all__ = ["SqliteAuditLog"]

@@ -25,6 +25,9 @@ class CheckpointStore(Protocol):
     - ``load`` returns the state with the highest ``seq``, equal (as JSON) to what was
       saved, or None. A run in another tenant is simply absent.
     - ``runs(tenant_id)`` lists that tenant's run ids, never another tenant's.
+    - Optionally a :class:`~keelgate.commits.GroupedStore`: a ``commit_group`` shared
+      with the other stores of one transaction lets the loop commit their writes
+      together at its barriers; without one, every write commits alone.
     """
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:

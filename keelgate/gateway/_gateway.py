@@ -17,12 +17,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from keelgate._canonical import canonical_json
-from keelgate._clock import Clock, SystemClock
-from keelgate._commits import CommitGroup, shared_group
 from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
 from keelgate._types import ActionStatus, SideEffect
 from keelgate.audit import AuditLog
+from keelgate.canonical import canonical_json
+from keelgate.clock import Clock, SystemClock
+from keelgate.commits import CommitGroup, shared_group
 from keelgate.errors import (
     ApprovalDeniedError,
     ApprovalExpiredError,
@@ -236,7 +236,7 @@ class Gateway:
         return self.lease_seconds
 
     def _flush(self) -> None:
-        """A barrier for a loop grouping commits (keelgate._commits): make its writes durable."""
+        """A barrier for a loop grouping commits (keelgate.commits): make its writes durable."""
         ids = (id(self.idempotency), id(self.audit))
         if self._group_of is None or self._group_of[0] != ids:
             self._group_of = (ids, shared_group(self.idempotency, self.audit))

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from keelgate._canonical import canonical_json
+from keelgate.canonical import canonical_json
 
 __all__ = ["KEY_PREFIX", "derive_key"]
 

@@ -71,6 +71,9 @@ class IdempotencyStore(Protocol):
     - Keys are scoped by tenant: the same key in two tenants is two records, and
       ``get`` never returns another tenant's record.
     - Every method that changes a record has committed durably when it returns.
+    - Optionally a :class:`~keelgate.commits.GroupedStore`: a ``commit_group`` shared
+      with the other stores of one transaction lets the loop commit their writes
+      together at its barriers; without one, every write commits alone.
     """
 
     def claim(

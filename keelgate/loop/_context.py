@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from keelgate._canonical import canonical_json
 from keelgate._state import LoopState
+from keelgate.canonical import canonical_json
 from keelgate.errors import ConfigurationError
 from keelgate.loop._planner import ContextMessage
 

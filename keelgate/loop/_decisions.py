@@ -32,8 +32,8 @@ from keelgate.gateway import SideEffect
 from keelgate.idempotency import KeyStatus
 
 if TYPE_CHECKING:
-    from keelgate._clock import Clock
-    from keelgate._commits import CommitGroup
+    from keelgate.clock import Clock
+    from keelgate.commits import CommitGroup
     from keelgate.gateway import Gateway
 
 __all__ = ["DecisionsMixin", "OutcomeConfirmer"]

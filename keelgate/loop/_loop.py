@@ -19,12 +19,12 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from keelgate._clock import Clock, SystemClock
-from keelgate._commits import CommitGroup, shared_group
 from keelgate._state import ErrorInfo, LoopState, PlannedAction, VerdictRecord
 from keelgate._types import ActionStatus, LoopType, Phase, StopReason
 from keelgate.audit import AuditLog
 from keelgate.checkpoint import CheckpointStore
+from keelgate.clock import Clock, SystemClock
+from keelgate.commits import CommitGroup, shared_group
 from keelgate.errors import (
     ConfigurationError,
     CrashFailpoint,

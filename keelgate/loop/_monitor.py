@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from keelgate._clock import Clock, SystemClock
 from keelgate._state import LoopState
 from keelgate._types import READ_ONLY, LoopType, Phase, SideEffect, StopReason
 from keelgate.checkpoint import CheckpointStore
+from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ConfigurationError
 from keelgate.loop._budget import StopConditions
 from keelgate.loop._loop import Loop

@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from keelgate._canonical import canonical_json
 from keelgate._state import ActionOutcome, LoopLimits, LoopState, PlannedAction, VerdictRecord
 from keelgate._types import ActionStatus, LoopType, SideEffect, StopReason
 from keelgate.audit import InMemoryAuditLog
+from keelgate.canonical import canonical_json
 from keelgate.checkpoint import CheckpointStore, HistoryCheckpointStore, InMemoryCheckpointStore
 from keelgate.errors import NotReplayableError, PlannerError
 from keelgate.gateway import CallContext, Gateway, GatewayResult, Grants, Tool, ToolCall

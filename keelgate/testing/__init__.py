@@ -1,6 +1,5 @@
 """Test doubles and contract suites that users of Keelgate run against their own code."""
 
-from keelgate.loop._failpoints import Failpoints
 from keelgate.testing._fakes import (
     FrozenClock,
     Ledger,
@@ -11,7 +10,6 @@ from keelgate.testing._fakes import (
 )
 
 __all__ = [
-    "Failpoints",
     "FrozenClock",
     "Ledger",
     "Quote",

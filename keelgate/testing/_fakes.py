@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keelgate._canonical import canonical_json
 from keelgate._types import SideEffect
+from keelgate.canonical import canonical_json
 from keelgate.errors import CrashFailpoint, PlannerError
 from keelgate.gateway import Tool, ToolCall
 from keelgate.loop._planner import Plan, PlanRequest

@@ -16,20 +16,7 @@ from django.utils.module_loading import import_string
 from keelgate.errors import ConfigurationError
 from keelgate.gateway import ApprovalPolicy, Tool
 from keelgate.loop import OutcomeConfirmer, Planner, StopConditions, Verifier
-
-
-class UnknownAgentError(ConfigurationError):
-    """No agent of that name is registered in ``KEELGATE_AGENTS``."""
-
-    code = "unknown_agent"
-    message = "No agent with that name is registered."
-
-
-class GoalNotUnderstoodError(ConfigurationError):
-    """The agent cannot work with that goal."""
-
-    code = "goal_not_understood"
-    message = "The agent cannot read that goal."
+from sitekit.errors import UnknownAgentError
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ class PaperBrokerage:
         """The current mode and hang time."""
         with closing(self._connect()) as db:
             rows = dict(db.execute("SELECT name, value FROM control").fetchall())
-        return rows.get("mode", "normal"), float(rows.get("hang_seconds", "3600"))  # type: ignore[return-value]
+        return rows.get("mode", "normal"), float(rows.get("hang_seconds", "3600"))
 
     def place_order(self, key: str, symbol: str, side: str, quantity: int) -> dict[str, Any]:
         """Execute once per key; a repeated key returns the first result and counts a replay."""

@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from keelgate.errors import PlannerError
 from keelgate.gateway import RequireApproval, SideEffect, Tool, ToolCall
 from keelgate.loop import GroundedAnswerVerifier, Plan, PlanRequest, ProposedAction, StopConditions
-from runs.agents import Agent, GoalNotUnderstoodError
+from runs.agents import Agent
 from runs.agents.brokerage import PaperBrokerage
+from sitekit.errors import GoalNotUnderstoodError
 
 GOAL = re.compile(r"^\s*(buy|sell)\s+(\d{1,6})\s+([A-Za-z]{1,8})\s*$", re.IGNORECASE)
 

@@ -51,9 +51,9 @@ def _handlers() -> dict[str, Any]:
         VerdictRecord,
     )
     from runs.agents.brokerage import PaperBrokerage
+    from runs.engine.stores import DjangoCheckpointStore
     from runs.models import Checkpoint, Run, RunStatus
     from runs.services import run_start
-    from runs.stores import DjangoCheckpointStore
     from tenants.models import Membership, Role, Tenant
 
     User = get_user_model()

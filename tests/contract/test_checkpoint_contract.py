@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from keelgate import checkpoint
-from keelgate._state import LoopState
 from keelgate.checkpoint import (
     HistoryCheckpointStore,
     InMemoryCheckpointStore,
@@ -20,6 +19,7 @@ from keelgate.checkpoint import (
     default_checkpointer,
 )
 from keelgate.errors import StaleCheckpointError
+from keelgate.loop import LoopState
 from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract, HistoryStoreFactory
 
 

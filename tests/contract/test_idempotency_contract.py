@@ -14,14 +14,14 @@ from keelgate.idempotency import (
     InMemoryIdempotencyStore,
     SqliteIdempotencyStore,
 )
-from keelgate.testing.contract.idempotency import IdempotencyStoreContract, StoreFactory
+from keelgate.testing.contract.idempotency import IdempotencyStoreContract, KeyStoreFactory
 
 
 class TestInMemoryIdempotencyStore(IdempotencyStoreContract):
     """The in-memory store: every handle is the same instance."""
 
     @pytest.fixture
-    def make_store(self) -> StoreFactory:
+    def make_store(self) -> KeyStoreFactory:
         store = InMemoryIdempotencyStore()
         return lambda: store
 
@@ -30,7 +30,7 @@ class TestSqliteIdempotencyStore(IdempotencyStoreContract):
     """The SQLite store: every handle is a new connection to one file."""
 
     @pytest.fixture
-    def make_store(self, tmp_path: Path) -> Iterator[StoreFactory]:
+    def make_store(self, tmp_path: Path) -> Iterator[KeyStoreFactory]:
         opened: list[SqliteIdempotencyStore] = []
 
         def open_store() -> IdempotencyStore:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from keelgate.checkpoint import SqliteCheckpointStore
 from keelgate.errors import StaleCheckpointError
-from keelgate._state import LoopState
+from keelgate.loop import LoopState
 
 db, workdir, index, tenant, run, seqs = sys.argv[1:7]
 store = SqliteCheckpointStore(db)

@@ -8,7 +8,7 @@ from audit.store import DjangoAuditLog
 from keelgate.testing.contract.audit import AuditLogContract
 from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract
 from keelgate.testing.contract.idempotency import IdempotencyStoreContract
-from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
 
 
 class TestDjangoCheckpointStore(HistoryCheckpointStoreContract):

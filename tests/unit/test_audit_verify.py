@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keelgate._canonical import canonical_bytes, canonical_json
 from keelgate.audit import (
     GENESIS_HASH,
     AuditEvent,
@@ -20,10 +19,14 @@ from keelgate.audit import (
     InMemoryAuditLog,
     SqliteAuditLog,
     compute_hash,
+    encode_body,
+    fast_canonical,
+    format_at,
+    stored_event,
     verify,
     verify_chain,
 )
-from keelgate.audit._event import encode_body, fast_canonical, format_at, stored_event
+from keelgate.canonical import canonical_bytes, canonical_json
 from keelgate.errors import ChainBrokenError
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 0, tzinfo=UTC)

@@ -19,7 +19,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keelgate._canonical import canonical_json
 from keelgate.audit import (
     GENESIS_HASH,
     AuditEvent,
@@ -27,13 +26,14 @@ from keelgate.audit import (
     InMemoryAuditLog,
     SqliteAuditLog,
     StoredRow,
+    format_at,
+    in_stored_form,
+    page_in_stored_form,
     verify,
     verify_chain,
     verify_rows,
 )
-from keelgate.audit import _sqlite as sqlite_module
-from keelgate.audit import _verify as verify_module
-from keelgate.audit._event import format_at, in_stored_form, page_in_stored_form
+from keelgate.canonical import canonical_json
 from keelgate.errors import ChainBrokenError
 from keelgate.testing import FrozenClock
 
@@ -65,8 +65,9 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[SqliteA
     """
     if request.param is not None:
         mp = pytest.MonkeyPatch()
-        mp.setattr(sqlite_module, "_PAGE", request.param)
-        mp.setattr(verify_module, "_PAGE", request.param)
+        # White-box: the page sizes are internal, so they are patched by name, not imported.
+        mp.setattr("keelgate.audit._sqlite._PAGE", request.param)
+        mp.setattr("keelgate.audit._verify._PAGE", request.param)
         request.addfinalizer(mp.undo)
     path = tmp_path / "audit.sqlite3"
     clock = FrozenClock(T0)

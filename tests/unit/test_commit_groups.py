@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from keelgate._commits import NO_GROUP, shared_group
 from keelgate.audit import SqliteAuditLog, verify
 from keelgate.checkpoint import SqliteCheckpointStore
+from keelgate.commits import NO_GROUP, shared_group
 from keelgate.errors import StaleCheckpointError
 from keelgate.idempotency import SqliteIdempotencyStore
 from keelgate.loop import LoopState, Plan

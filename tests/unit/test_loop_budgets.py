@@ -74,10 +74,11 @@ async def test_dollars_are_counted_from_the_pricing_table_and_stop_when_crossed(
 
 
 async def test_keelgate_ships_no_default_prices(world):
-    """Without a pricing table every model is unpriced."""
-    from keelgate.loop._budget import cost_of
-
-    assert cost_of({}, "gpt-4o", 1000, 1000) is None
+    """Without a pricing table even a well-known model is unpriced: a dollar budget stops."""
+    w = world([answer("done")])
+    result = await w.start(w.loop(stop=StopConditions(max_dollars=1e9), price_model="gpt-4o"))
+    assert result.stop_reason is StopReason.COST_UNKNOWN
+    assert w.planner.calls == 0
 
 
 async def test_timeout_counts_active_time_only(world):

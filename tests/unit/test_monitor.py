@@ -14,8 +14,19 @@ from keelgate.checkpoint import InMemoryCheckpointStore, SqliteCheckpointStore
 from keelgate.errors import ConfigurationError, CrashFailpoint
 from keelgate.gateway import ALL_SIDE_EFFECTS, Gateway, Grants, RequireApproval
 from keelgate.idempotency import InMemoryIdempotencyStore
-from keelgate.loop import ActionStatus, Failpoints, Loop, LoopType, Phase, Plan, StopConditions, StopReason
-from keelgate.loop._monitor import MonitorLoop, MonitorSummary, Schedule
+from keelgate.loop import (
+    ActionStatus,
+    Failpoints,
+    Loop,
+    LoopType,
+    MonitorLoop,
+    MonitorSummary,
+    Phase,
+    Plan,
+    Schedule,
+    StopConditions,
+    StopReason,
+)
 from keelgate.testing import FrozenClock, Ledger, ScriptedPlanner, trading_tools
 from tests.conftest import AS_OF, act, answer, buy, quote
 

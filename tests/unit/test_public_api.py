@@ -150,3 +150,304 @@ def test_control_signals_are_not_exceptions():
     from keelgate.errors import CrashFailpoint
 
     assert not issubclass(CrashFailpoint, Exception)
+
+
+# -- every public package, pinned ------------------------------------------------------
+
+PUBLIC_ALL: dict[str, list[str]] = {
+    "keelgate": [
+        "__version__",
+    ],
+    "keelgate.audit": [
+        "GENESIS_HASH",
+        "AuditEvent",
+        "AuditLog",
+        "ChainReport",
+        "InMemoryAuditLog",
+        "SqliteAuditLog",
+        "StoredRow",
+        "compute_hash",
+        "encode_body",
+        "fast_canonical",
+        "format_at",
+        "in_stored_form",
+        "page_in_stored_form",
+        "stored_event",
+        "verify",
+        "verify_chain",
+        "verify_rows",
+    ],
+    "keelgate.canonical": [
+        "canonical_bytes",
+        "canonical_json",
+    ],
+    "keelgate.checkpoint": [
+        "CheckpointStore",
+        "HistoryCheckpointStore",
+        "InMemoryCheckpointStore",
+        "SqliteCheckpointStore",
+        "default_checkpointer",
+    ],
+    "keelgate.clock": [
+        "Clock",
+        "SystemClock",
+    ],
+    "keelgate.commits": [
+        "NO_GROUP",
+        "CommitGroup",
+        "GroupedStore",
+        "shared_group",
+    ],
+    "keelgate.contrib": [],
+    "keelgate.contrib.langgraph": [
+        "LangGraphCheckpointStore",
+    ],
+    "keelgate.contrib.openai": [
+        "DEFAULT_PLANNER_PROMPT",
+        "DEFAULT_VERIFIER_PROMPT",
+        "UNPARSED_ARGUMENTS",
+        "OpenAIPlanner",
+        "OpenAIVerifier",
+        "parse_verdict",
+    ],
+    "keelgate.contrib.temporal": [
+        "KeelgateLoopWorkflow",
+        "LoopActivity",
+        "RetryOptions",
+        "TemporalRunner",
+        "temporal_worker",
+    ],
+    "keelgate.errors": [
+        "ActionNotFoundError",
+        "AlreadyDecidedError",
+        "ApprovalDeniedError",
+        "ApprovalError",
+        "ApprovalExpiredError",
+        "CallMayBeRunningError",
+        "ChainBrokenError",
+        "ConfigurationError",
+        "ControlSignal",
+        "CostUnknownError",
+        "CrashFailpoint",
+        "DuplicateApproverError",
+        "GatewayError",
+        "InvalidArgumentsError",
+        "KeelgateError",
+        "KeyNotOwnedError",
+        "LeaseLostError",
+        "NotReconcilableError",
+        "NotReplayableError",
+        "NoteRequiredError",
+        "OutcomeUnknownError",
+        "PlannerError",
+        "RunError",
+        "RunExistsError",
+        "RunNotFoundError",
+        "SideEffectNotPermittedError",
+        "StaleCheckpointError",
+        "StoreError",
+        "ToolFailedError",
+        "ToolNotGrantedError",
+        "ToolOutputNotJsonError",
+        "ToolRejectedError",
+        "ToolTimeoutError",
+        "UnknownToolError",
+        "VerifierError",
+        "error_from_code",
+        "message_for",
+    ],
+    "keelgate.gateway": [
+        "ALL_SIDE_EFFECTS",
+        "READ_ONLY",
+        "ApprovalPolicy",
+        "ApprovalRequirement",
+        "CallContext",
+        "Gateway",
+        "GatewayResult",
+        "Grants",
+        "NoApproval",
+        "RequireApproval",
+        "SideEffect",
+        "Tool",
+        "ToolCall",
+        "ToolFn",
+        "ToolSpec",
+        "tool",
+    ],
+    "keelgate.idempotency": [
+        "ClaimStatus",
+        "IdempotencyRecord",
+        "IdempotencyStore",
+        "InMemoryIdempotencyStore",
+        "KeyStatus",
+        "SqliteIdempotencyStore",
+        "derive_key",
+    ],
+    "keelgate.loop": [
+        "WINDOWS",
+        "AcceptAllVerifier",
+        "ActionOutcome",
+        "ActionStatus",
+        "ApprovalState",
+        "ApprovalVote",
+        "CallableVerifier",
+        "CheckpointStore",
+        "ContextItem",
+        "ContextMessage",
+        "ContextSource",
+        "Divergence",
+        "ErrorInfo",
+        "Failpoints",
+        "GroundedAnswerVerifier",
+        "HistoryCheckpointStore",
+        "InMemoryCheckpointStore",
+        "InProcessRunner",
+        "LLMPlanner",
+        "LLMVerifier",
+        "Loop",
+        "LoopLimits",
+        "LoopOutcome",
+        "LoopResult",
+        "LoopRunner",
+        "LoopSpec",
+        "LoopState",
+        "LoopType",
+        "ModelPrice",
+        "ModelUsage",
+        "MonitorLoop",
+        "MonitorSummary",
+        "NotReplayableError",
+        "OutcomeConfirmer",
+        "Phase",
+        "Plan",
+        "PlanRequest",
+        "PlannedAction",
+        "Planner",
+        "ProposedAction",
+        "RecordedAction",
+        "RecordedStep",
+        "Recording",
+        "ReplayReport",
+        "RunExistsError",
+        "RunNotFoundError",
+        "Schedule",
+        "SqliteCheckpointStore",
+        "StaleCheckpointError",
+        "StopConditions",
+        "StopReason",
+        "Usage",
+        "Verdict",
+        "VerdictDecision",
+        "VerdictRecord",
+        "VerificationLoop",
+        "Verifier",
+        "VerifyRequest",
+        "default_checkpointer",
+        "diff",
+        "find_run",
+        "replay",
+    ],
+    "keelgate.sqlite": [
+        "SqliteDatabase",
+        "SqliteStores",
+    ],
+    "keelgate.testing": [
+        "FrozenClock",
+        "Ledger",
+        "Quote",
+        "ScriptedPlanner",
+        "TradeOrder",
+        "trading_tools",
+    ],
+    "keelgate.testing.contract": [],
+    "keelgate.testing.contract.audit": [
+        "AuditLogContract",
+        "LogFactory",
+    ],
+    "keelgate.testing.contract.checkpoint": [
+        "CheckpointStoreContract",
+        "CheckpointStoreFactory",
+        "HistoryCheckpointStoreContract",
+        "HistoryStoreFactory",
+    ],
+    "keelgate.testing.contract.idempotency": [
+        "IdempotencyStoreContract",
+        "KeyStoreFactory",
+    ],
+}
+"""Each public module's ``__all__``, exactly: a name added or dropped is a decision, made here."""
+
+SEED_REEXPORTS = {
+    "CheckpointStore",
+    "HistoryCheckpointStore",
+    "InMemoryCheckpointStore",
+    "SqliteCheckpointStore",
+    "default_checkpointer",
+    "NotReplayableError",
+    "RunExistsError",
+    "RunNotFoundError",
+    "StaleCheckpointError",
+}
+"""Names the seed's API reference puts in ``keelgate.loop`` that live in another package too."""
+
+
+def _public_modules() -> list[str]:
+    import pkgutil
+
+    import keelgate
+
+    found = ["keelgate"]
+    for info in pkgutil.walk_packages(keelgate.__path__, "keelgate."):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            found.append(info.name)
+    return sorted(found)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """ruff's RUF022 order: CONSTANTS, then Classes, then functions."""
+    kind = 0 if name.isupper() else 1 if name[:1].isupper() else 2
+    return kind, name
+
+
+def test_every_public_module_pins_its_exports_exactly():
+    """Each public module's ``__all__`` is sorted and equals the list pinned here; none is unlisted."""
+    import importlib
+
+    assert sorted(PUBLIC_ALL) == _public_modules()
+    for name, expected in PUBLIC_ALL.items():
+        exported = importlib.import_module(name).__all__
+        assert exported == expected, name
+        assert exported == sorted(exported, key=_isort_key), name
+
+
+def test_each_public_name_has_one_import_path():
+    """A name is exported by one public module, except the seed's re-exports in ``keelgate.loop``."""
+    import importlib
+
+    homes: dict[str, list[str]] = {}
+    for module in PUBLIC_ALL:
+        for name in importlib.import_module(module).__all__:
+            homes.setdefault(name, []).append(module)
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert set(twice) == SEED_REEXPORTS
+    assert all("keelgate.loop" in where and len(where) == 2 for where in twice.values())
+    assert SEED_REEXPORTS <= SEED_SYMBOLS
+
+
+def test_the_private_module_contract_lists_every_private_engine_module():
+    """``make lint`` forbids importing each private engine module; its list in pyproject is whole."""
+    import pkgutil
+    import tomllib
+    from pathlib import Path
+
+    import keelgate
+
+    private = set()
+    for info in pkgutil.walk_packages(keelgate.__path__, "keelgate."):
+        parts = info.name.split(".")
+        if parts[-1].startswith("_") and not any(p.startswith("_") for p in parts[:-1]):
+            private.add(info.name)
+    config = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "forbidden"]
+    assert set(contract["forbidden_modules"]) == private
+    assert len(private) > 40

@@ -11,8 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from audit.digest import chain_digest
-from audit.selectors import audit_tenants
+from audit.selectors import audit_digest, audit_tenants
 from keelgate.errors import KeelgateError
 
 
@@ -32,7 +31,7 @@ class Command(BaseCommand):
                 raise CommandError(f"several tenants have a chain ({', '.join(tenants)}); pass --tenant")
             tenant = tenants[0]
         try:
-            digest = chain_digest(tenant)
+            digest = audit_digest(tenant_id=tenant)
         except KeelgateError as exc:
             raise CommandError(f"{exc.code}: {exc}") from exc
         self.stdout.write(json.dumps(digest, indent=2, sort_keys=True))

@@ -23,6 +23,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 
+from keelgate._sqlite import enable_wal
 from keelgate._state import LoopState
 from keelgate.errors import StaleCheckpointError
 
@@ -74,7 +75,7 @@ class LangGraphCheckpointStore:
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         saver = SqliteSaver(conn)
         saver.setup()
         lock = _FileLock(f"{path}.lock") if cross_process_lock and str(path) != ":memory:" else None

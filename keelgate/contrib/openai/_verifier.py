@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from keelgate._canonical import canonical_json
+from keelgate.canonical import canonical_json
 from keelgate.contrib.openai._client import (
     MaxTokensField,
     api_error_detail,

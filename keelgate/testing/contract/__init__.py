@@ -1,1 +1,3 @@
 """Contract suites: one per protocol, run against every implementation of it."""
+
+__all__: list[str] = []

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
-from runs.worker import Worker
+from runs.engine.worker import Worker
 
 
 class Command(BaseCommand):

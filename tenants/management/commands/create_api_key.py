@@ -7,7 +7,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from tenants.api_keys import NotAMemberError, api_key_create
+from sitekit.errors import NotAMemberError
+from tenants.api_keys import api_key_create
 from tenants.models import Tenant
 
 

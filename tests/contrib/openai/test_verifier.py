@@ -6,10 +6,14 @@ import json
 
 import pytest
 
-from keelgate._state import ActionOutcome, PlannedAction
-from keelgate._types import ActionStatus
-from keelgate.loop import LLMVerifier, VerdictDecision, VerifyRequest
-from keelgate.loop._verifier import UNPARSEABLE
+from keelgate.loop import (
+    ActionOutcome,
+    ActionStatus,
+    LLMVerifier,
+    PlannedAction,
+    VerdictDecision,
+    VerifyRequest,
+)
 from tests.contrib.openai._server import Reply, completion, error
 
 REQUEST = VerifyRequest(
@@ -108,7 +112,7 @@ async def test_anything_it_cannot_parse_is_a_rejection_flagged_unparseable(serve
     server.reply(reply)
     verdict = await verifier(server.url, timeout=0.2).verify(REQUEST)
     assert verdict.decision is VerdictDecision.REJECT
-    assert verdict.flags == (UNPARSEABLE,)
+    assert verdict.flags == ("verifier_unparseable",)  # the stable flag value
 
 
 async def test_a_fenced_json_block_is_still_read(server):

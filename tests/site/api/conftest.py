@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from approvals.models import Approval
+from runs.engine.worker import Worker
 from runs.services import run_start
-from runs.worker import Worker
 from tenants.api_keys import api_key_create
 from tenants.models import Membership, Role, Tenant
 

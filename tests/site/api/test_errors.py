@@ -10,14 +10,17 @@ from django.test import Client
 
 from approvals.models import Approval
 from keelgate import errors
-from keelgate_site.api import STATUS_BY_CODE, status_for
-from runs.agents import GoalNotUnderstoodError, UnknownAgentError
 from runs.models import Run
-from runs.services import NotResumableError
-from tenants.access import ForbiddenError, NotFoundError
+from sitekit.errors import (
+    ForbiddenError,
+    GoalNotUnderstoodError,
+    NotFoundError,
+    NotResumableError,
+    RateLimitedError,
+    UnknownAgentError,
+)
 from tenants.api_keys import api_key_revoke
 from tenants.models import ApiKey, Membership, Role, Tenant
-from tenants.ratelimit import RateLimitedError
 
 START = {"agent": "paper-trader", "goal": "buy 10 ACME"}
 
@@ -147,10 +150,18 @@ def test_an_unexpected_exception_is_a_logged_500_with_fixed_wording(client, monk
         (errors.PlannerError(), None),
     ],
 )
-def test_domain_errors_map_to_statuses_by_code(exc, status):
-    """The one handler maps codes to statuses; an unmapped code (a bug) gets none, so 500."""
-    assert status_for(exc) == status
-    assert all(400 <= s < 500 for s in STATUS_BY_CODE.values())
+def test_domain_errors_carry_their_http_status(exc, status):
+    """Each error class carries its status (inherited along the tree); none (a bug) is a 500."""
+    assert exc.http_status == status
+
+
+def test_every_error_status_is_a_client_error_or_none():
+    """No error class claims a status outside 4xx: a 5xx is only ever a bug, never a verdict."""
+    import sitekit.errors  # noqa: F401  (the site's tree, beside the engine's)
+
+    classes = errors._all_subclasses(errors.KeelgateError)
+    assert {c.http_status for c in classes} - {None} <= set(range(400, 500))
+    assert len([c for c in classes if c.http_status is not None]) >= 20
 
 
 def test_session_auth_works_for_the_browser_with_csrf_on_writes(keys, pending):

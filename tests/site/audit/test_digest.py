@@ -18,21 +18,15 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test import override_settings
 
-from audit.digest import (
-    DigestError,
-    DigestKeyMismatchError,
-    DigestSignatureError,
-    EmptyChainError,
-    chain_digest,
-    verify_digest,
-)
+from audit.digest import verify_digest
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
-from audit.selectors import audit_verify
+from audit.selectors import audit_digest, audit_verify
 from audit.store import DjangoAuditLog
-from keelgate._canonical import canonical_bytes
 from keelgate.audit import AuditEvent
+from keelgate.canonical import canonical_bytes
 from keelgate.errors import ChainBrokenError, ConfigurationError
+from sitekit.errors import DigestError, DigestKeyMismatchError, DigestSignatureError, EmptyChainError
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +100,7 @@ class TestChainDigest:
     def test_fields(self) -> None:
         """The digest names the tenant, the head seq and hash, an aware export time, key and signature."""
         append(TENANT, 3)
-        digest = chain_digest(TENANT)
+        digest = audit_digest(tenant_id=TENANT)
         assert set(digest) == {"tenant_id", "seq", "hash", "exported_at", "public_key", "signature"}
         head = EventRow.objects.get(tenant_id=TENANT, seq=3)
         assert (digest["tenant_id"], digest["seq"], digest["hash"]) == (TENANT, 3, head.hash)
@@ -115,7 +109,7 @@ class TestChainDigest:
     def test_signature_verifies_independently(self) -> None:
         """Anyone with the public key can check the signature over the canonical JSON of the four fields."""
         append(TENANT, 2)
-        digest = chain_digest(TENANT)
+        digest = audit_digest(tenant_id=TENANT)
         public = Ed25519PublicKey.from_public_bytes(base64.b64decode(digest["public_key"]))
         signed = {
             "tenant_id": digest["tenant_id"],
@@ -130,26 +124,26 @@ class TestChainDigest:
         append(TENANT, 1)
         private = Ed25519PrivateKey.from_private_bytes(base64.b64decode(settings.KEELGATE_AUDIT_SIGNING_KEY))
         expected = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
-        assert base64.b64decode(chain_digest(TENANT)["public_key"]) == expected
+        assert base64.b64decode(audit_digest(tenant_id=TENANT)["public_key"]) == expected
 
     def test_refuses_a_broken_chain(self) -> None:
         """A broken chain is not signed: the digest would vouch for tampered history."""
         append(TENANT, 3)
         EventRow.objects.filter(tenant_id=TENANT, seq=2).update(actor="intruder")
         with pytest.raises(ChainBrokenError, match="seq 2"):
-            chain_digest(TENANT)
+            audit_digest(tenant_id=TENANT)
 
     def test_refuses_an_empty_chain(self) -> None:
         """A tenant without events has nothing to digest."""
         with pytest.raises(EmptyChainError) as caught:
-            chain_digest("nobody")
+            audit_digest(tenant_id="nobody")
         assert caught.value.code == "audit_chain_empty"
 
     def test_bad_settings_key(self) -> None:
         """A signing key that is not base64 of 32 bytes is a configuration error."""
         append(TENANT, 1)
         with override_settings(KEELGATE_AUDIT_SIGNING_KEY="bm90IGEga2V5"), pytest.raises(ConfigurationError):
-            chain_digest(TENANT)
+            audit_digest(tenant_id=TENANT)
 
 
 class TestVerifyDigest:
@@ -159,7 +153,7 @@ class TestVerifyDigest:
     def digest(self) -> dict[str, Any]:
         """A fresh, valid digest of a three-event chain."""
         append(TENANT, 3)
-        return dict(chain_digest(TENANT))
+        return dict(audit_digest(tenant_id=TENANT))
 
     def test_accepts_a_fresh_digest(self, digest: dict[str, Any]) -> None:
         """A digest just exported verifies."""
@@ -196,7 +190,7 @@ class TestVerifyDigest:
     def test_digest_from_another_key(self, digest: dict[str, Any]) -> None:
         """A digest exported by a site with another key is refused as digest_key_mismatch."""
         with override_settings(KEELGATE_AUDIT_SIGNING_KEY=other_key()):
-            foreign = dict(chain_digest(TENANT))
+            foreign = dict(audit_digest(tenant_id=TENANT))
         with pytest.raises(DigestKeyMismatchError) as caught:
             verify_digest(foreign)
         assert caught.value.code == "digest_key_mismatch"
@@ -204,7 +198,7 @@ class TestVerifyDigest:
     def test_our_public_key_but_another_signer(self, digest: dict[str, Any]) -> None:
         """A digest naming our public key but signed with another key fails the signature."""
         with override_settings(KEELGATE_AUDIT_SIGNING_KEY=other_key()):
-            foreign = dict(chain_digest(TENANT))
+            foreign = dict(audit_digest(tenant_id=TENANT))
         foreign["public_key"] = digest["public_key"]
         with pytest.raises(DigestSignatureError):
             verify_digest(foreign)

@@ -25,10 +25,10 @@ from keelgate.loop import (
     VerdictRecord,
 )
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.stores import DjangoCheckpointStore
+from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
-from runs.stores import DjangoCheckpointStore
-from runs.worker import Worker
 from tenants.models import Membership, Role, Tenant
 
 PASSWORD = "pw-console-123456"

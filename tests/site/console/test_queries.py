@@ -6,9 +6,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Checkpoint
 from runs.selectors import run_state
-from runs.stores import DjangoCheckpointStore
 
 from .conftest import write_hostile_run
 

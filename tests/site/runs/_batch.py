@@ -9,9 +9,9 @@ from django.db import connection
 
 from approvals.models import Approval
 from approvals.services import approval_decide
+from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
-from runs.worker import Worker
 
 
 def require_postgres(why: str) -> None:

@@ -15,8 +15,8 @@ from keelgate.errors import LeaseLostError
 from keelgate.gateway import Gateway, Grants
 from keelgate.loop import Loop, Plan, ProposedAction, StopConditions
 from keelgate.testing import Ledger, ScriptedPlanner, trading_tools
-from runs.engine import database_stores
-from runs.fencing import Fence
+from runs.engine.fencing import Fence
+from runs.engine.loops import database_stores
 from runs.models import Checkpoint, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

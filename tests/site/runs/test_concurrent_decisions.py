@@ -20,10 +20,10 @@ from approvals.services import approval_decide
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.errors import AlreadyDecidedError
+from runs.engine.stores import DjangoCheckpointStore
+from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
-from runs.stores import DjangoCheckpointStore
-from runs.worker import Worker
 from tenants.models import Membership, Role, Tenant
 
 DECIDERS = 10

@@ -32,11 +32,11 @@ from keelgate.errors import LeaseLostError
 from keelgate.idempotency import ClaimStatus, KeyStatus
 from keelgate.loop import ActionStatus, Phase
 from runs.agents.brokerage import PaperBrokerage
-from runs.fencing import Fence
+from runs.engine.fencing import Fence
+from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from runs.engine.worker import Worker
 from runs.models import Checkpoint, IdempotencyRecord, Run, RunStatus
 from runs.services import run_start
-from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
-from runs.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[3]
 

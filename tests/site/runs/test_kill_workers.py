@@ -30,8 +30,8 @@ from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.loop import ActionStatus
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Run, RunStatus
-from runs.stores import DjangoCheckpointStore
 from tests.site.runs._batch import approved_runs, require_postgres
 
 pytestmark = pytest.mark.slow

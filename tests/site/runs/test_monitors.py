@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
-from runs.monitors import monitors_tick_due
 
 
 def watch(settings, interval: float) -> None:

@@ -24,9 +24,9 @@ from keelgate.idempotency import SqliteIdempotencyStore
 from keelgate.loop import ActionStatus, Loop, LoopState, Phase, StopReason
 from runs.agents import load_agent
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.stores import DjangoCheckpointStore
+from runs.engine.worker import Worker
 from runs.models import Checkpoint, Run, RunStatus
-from runs.stores import DjangoCheckpointStore
-from runs.worker import Worker
 
 
 def test_a_run_checkpointed_by_the_engine_resumes_in_the_django_stores(operator, brokerage_path, tmp_path):

@@ -13,9 +13,9 @@ import pytest
 from approvals.models import Approval
 from approvals.services import approval_decide
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
-from runs.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -35,7 +35,7 @@ async def test_a_run_queued_in_the_site_is_executed_by_temporal(
 ):
     """run_start dispatches a workflow; after approval a second one finishes with one order."""
     from keelgate.contrib.temporal import temporal_worker
-    from runs.temporal import loop_for, record_outcome
+    from runs.engine.temporal import loop_for, record_outcome
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     settings.KEELGATE_RUNNER = "temporal"

@@ -10,12 +10,11 @@ from approvals.services import approval_decide, unknown_reconcile
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.errors import AlreadyDecidedError, NoteRequiredError, RunExistsError
-from runs.agents import GoalNotUnderstoodError, UnknownAgentError
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_resume, run_start
-from runs.worker import Worker
-from tenants.access import ForbiddenError, NotFoundError
+from sitekit.errors import ForbiddenError, GoalNotUnderstoodError, NotFoundError, UnknownAgentError
 
 
 def drain(worker: Worker) -> None:

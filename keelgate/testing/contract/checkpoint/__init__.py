@@ -29,8 +29,8 @@ pytest.register_assert_rewrite(
 )
 
 from keelgate.testing.contract.checkpoint._base import (  # noqa: E402
+    CheckpointStoreFactory,
     HistoryStoreFactory,
-    StoreFactory,
 )
 from keelgate.testing.contract.checkpoint._history import HistoryContract  # noqa: E402
 from keelgate.testing.contract.checkpoint._load import LoadContract  # noqa: E402
@@ -39,9 +39,9 @@ from keelgate.testing.contract.checkpoint._save import SaveContract  # noqa: E40
 
 __all__ = [
     "CheckpointStoreContract",
+    "CheckpointStoreFactory",
     "HistoryCheckpointStoreContract",
     "HistoryStoreFactory",
-    "StoreFactory",
 ]
 
 

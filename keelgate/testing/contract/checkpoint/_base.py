@@ -25,20 +25,20 @@ from keelgate.checkpoint._protocol import CheckpointStore, HistoryCheckpointStor
 
 __all__ = [
     "AS_OF",
+    "CheckpointStoreFactory",
     "HistoryStoreFactory",
     "StoreContractBase",
-    "StoreFactory",
     "make_state",
     "new_run",
     "new_tenant",
     "rich_state",
 ]
 
-StoreFactory = Callable[[], CheckpointStore]
+CheckpointStoreFactory = Callable[[], CheckpointStore]
 """Opens a handle on the store under test; every call opens one over the same storage."""
 
 HistoryStoreFactory = Callable[[], HistoryCheckpointStore]
-""":data:`StoreFactory` for a store that keeps every checkpoint."""
+""":data:`CheckpointStoreFactory` for a store that keeps every checkpoint."""
 
 AS_OF = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 """Fixed and with microseconds, so a store that truncates time is caught."""
@@ -167,11 +167,11 @@ class StoreContractBase:
     """Declares the fixtures every part of the contract uses."""
 
     @pytest.fixture
-    def make_store(self) -> StoreFactory:
+    def make_store(self) -> CheckpointStoreFactory:
         """Overridden by the subclass: see :class:`CheckpointStoreContract`."""
         raise NotImplementedError("subclasses of CheckpointStoreContract define make_store")
 
     @pytest.fixture
-    def store(self, make_store: StoreFactory) -> CheckpointStore:
+    def store(self, make_store: CheckpointStoreFactory) -> CheckpointStore:
         """One handle on the store under test."""
         return make_store()

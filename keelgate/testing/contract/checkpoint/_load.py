@@ -10,8 +10,8 @@ from keelgate._types import ActionStatus, Phase, StopReason
 from keelgate.checkpoint._protocol import CheckpointStore
 from keelgate.errors import KeelgateError, error_from_code
 from keelgate.testing.contract.checkpoint._base import (
+    CheckpointStoreFactory,
     StoreContractBase,
-    StoreFactory,
     make_state,
     new_run,
     new_tenant,
@@ -86,7 +86,7 @@ class LoadContract(StoreContractBase):
         assert again is not None
         assert again.to_json() == state.to_json()
 
-    def test_a_new_handle_sees_everything(self, make_store: StoreFactory) -> None:
+    def test_a_new_handle_sees_everything(self, make_store: CheckpointStoreFactory) -> None:
         """A handle opened after the saves loads every run of every tenant at its latest."""
         first, second = new_tenant(), new_tenant()
         writer = make_store()

@@ -10,8 +10,8 @@ from keelgate._types import Phase
 from keelgate.checkpoint._protocol import CheckpointStore
 from keelgate.errors import StaleCheckpointError
 from keelgate.testing.contract.checkpoint._base import (
+    CheckpointStoreFactory,
     StoreContractBase,
-    StoreFactory,
     make_state,
     new_run,
     new_tenant,
@@ -69,7 +69,7 @@ class SaveContract(StoreContractBase):
         assert loaded is not None
         assert loaded.to_json() == latest.to_json()
 
-    def test_stale_writer_on_a_second_handle_is_refused(self, make_store: StoreFactory) -> None:
+    def test_stale_writer_on_a_second_handle_is_refused(self, make_store: CheckpointStoreFactory) -> None:
         """Handle B, which last saw seq 1, cannot save seq 2 after handle A saved seq 2."""
         tenant, run = new_tenant(), new_run()
         a, b = make_store(), make_store()
@@ -86,7 +86,7 @@ class SaveContract(StoreContractBase):
             assert loaded is not None
             assert loaded.to_json() == winner.to_json()
 
-    def test_concurrent_saves_of_one_seq_have_one_winner(self, make_store: StoreFactory) -> None:
+    def test_concurrent_saves_of_one_seq_have_one_winner(self, make_store: CheckpointStoreFactory) -> None:
         """8 threads, each on its own handle, save seq 1 at once: exactly one succeeds."""
         tenant, run = new_tenant(), new_run()
         handles = [make_store() for _ in range(_RACERS)]

@@ -26,13 +26,13 @@ pytest.register_assert_rewrite(
     "keelgate.testing.contract.idempotency._settle",
 )
 
-from keelgate.testing.contract.idempotency._base import StoreFactory  # noqa: E402
+from keelgate.testing.contract.idempotency._base import KeyStoreFactory  # noqa: E402
 from keelgate.testing.contract.idempotency._claim import ClaimContract  # noqa: E402
 from keelgate.testing.contract.idempotency._complete import CompleteContract  # noqa: E402
 from keelgate.testing.contract.idempotency._get import GetContract  # noqa: E402
 from keelgate.testing.contract.idempotency._settle import SettleContract  # noqa: E402
 
-__all__ = ["IdempotencyStoreContract", "StoreFactory"]
+__all__ = ["IdempotencyStoreContract", "KeyStoreFactory"]
 
 
 class IdempotencyStoreContract(ClaimContract, CompleteContract, SettleContract, GetContract):

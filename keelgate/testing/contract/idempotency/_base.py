@@ -15,14 +15,14 @@ __all__ = [
     "NOW",
     "OTHER_TENANT",
     "TENANT",
+    "KeyStoreFactory",
     "StoreContractBase",
-    "StoreFactory",
     "claim",
     "later",
     "new_key",
 ]
 
-StoreFactory = Callable[[], IdempotencyStore]
+KeyStoreFactory = Callable[[], IdempotencyStore]
 """Opens a handle on the store under test; every call opens one over the same storage."""
 
 TENANT = "tenant-a"
@@ -68,11 +68,11 @@ class StoreContractBase:
     """Declares the fixtures every part of the contract uses."""
 
     @pytest.fixture
-    def make_store(self) -> StoreFactory:
+    def make_store(self) -> KeyStoreFactory:
         """Overridden by the subclass: see :class:`IdempotencyStoreContract`."""
         raise NotImplementedError("subclasses of IdempotencyStoreContract define make_store")
 
     @pytest.fixture
-    def store(self, make_store: StoreFactory) -> IdempotencyStore:
+    def store(self, make_store: KeyStoreFactory) -> IdempotencyStore:
         """One handle on the store under test."""
         return make_store()

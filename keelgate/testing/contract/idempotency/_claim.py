@@ -9,8 +9,8 @@ from keelgate.testing.contract.idempotency._base import (
     LEASE_SECONDS,
     NOW,
     TENANT,
+    KeyStoreFactory,
     StoreContractBase,
-    StoreFactory,
     claim,
     later,
     new_key,
@@ -84,7 +84,7 @@ class ClaimContract(StoreContractBase):
         assert status is ClaimStatus.COMPLETED
         assert seen.outcome == '{"n":1}'
 
-    def test_racing_claims_through_two_handles_have_one_winner(self, make_store: StoreFactory) -> None:
+    def test_racing_claims_through_two_handles_have_one_winner(self, make_store: KeyStoreFactory) -> None:
         """16 threads claiming one key through two handles: exactly one gets CLAIMED."""
         handles = [make_store(), make_store()]
         key = new_key()

@@ -9,8 +9,8 @@ from keelgate.idempotency import IdempotencyStore, KeyStatus
 from keelgate.testing.contract.idempotency._base import (
     OTHER_TENANT,
     TENANT,
+    KeyStoreFactory,
     StoreContractBase,
-    StoreFactory,
     claim,
     later,
     new_key,
@@ -86,7 +86,7 @@ class CompleteContract(StoreContractBase):
             store.complete(TENANT, key, owner="w2", outcome="{}", now=later(1))
         assert caught.value.detail == key
 
-    def test_completion_is_visible_through_another_handle(self, make_store: StoreFactory) -> None:
+    def test_completion_is_visible_through_another_handle(self, make_store: KeyStoreFactory) -> None:
         """Once complete returns, a second handle on the same storage reads the outcome."""
         first, second = make_store(), make_store()
         key = new_key()

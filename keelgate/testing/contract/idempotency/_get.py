@@ -9,8 +9,8 @@ from keelgate.testing.contract.idempotency._base import (
     LEASE_SECONDS,
     OTHER_TENANT,
     TENANT,
+    KeyStoreFactory,
     StoreContractBase,
-    StoreFactory,
     claim,
     later,
     new_key,
@@ -44,7 +44,7 @@ class GetContract(StoreContractBase):
         assert record_b.tenant_id == OTHER_TENANT
         assert record_b.owner == "wb"
 
-    def test_reopened_store_keeps_every_record(self, make_store: StoreFactory) -> None:
+    def test_reopened_store_keeps_every_record(self, make_store: KeyStoreFactory) -> None:
         """A new handle on the same storage reads the in-flight, completed and abandoned keys."""
         first = make_store()
         in_flight, completed, abandoned = new_key(), new_key(), new_key()
@@ -60,7 +60,7 @@ class GetContract(StoreContractBase):
         status, _ = claim(reopened, in_flight, owner="w2", now=later(3))
         assert status is ClaimStatus.IN_FLIGHT
 
-    def test_datetimes_come_back_timezone_aware(self, make_store: StoreFactory) -> None:
+    def test_datetimes_come_back_timezone_aware(self, make_store: KeyStoreFactory) -> None:
         """Every stored time reads back timezone-aware and equal to the instant written."""
         first = make_store()
         key = new_key()

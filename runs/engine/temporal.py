@@ -1,8 +1,9 @@
 """Handing runs to Temporal instead of ``keelgate_worker`` (``KEELGATE_RUNNER=temporal``).
 
 A queued run becomes a ``KeelgateLoop`` workflow (one id per run, after the commit that
-queued it); ``keelgate_temporal_worker`` executes its activity with the same ORM stores
-and agents the worker uses, and writes the run's status back from the outcome.
+queued it: :func:`dispatch` listens on ``runs.signals.run_queued``);
+``keelgate_temporal_worker`` executes its activity with the same ORM stores and agents
+the worker uses, and moves the run's status through ``runs.services`` from the outcome.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from collections.abc import Coroutine
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 
 from keelgate.loop import Loop, LoopOutcome, LoopSpec, StopReason
-from runs.engine import build_loop
-from runs.models import Run, RunStatus
-from runs.worker import STATUS_AFTER_STOP
+from runs.engine.loops import build_loop
+from runs.models import Checkpoint, Run, RunStatus
+from runs.services import run_move, status_after_stop
+from sitekit.db import unique_or_none
 
 
 def uses_temporal() -> bool:
@@ -40,16 +40,16 @@ def spec_for(run: Run) -> LoopSpec:
     )
 
 
-def dispatch_on_commit(run: Run) -> None:
-    """Start the run's workflow once the transaction that queued it commits."""
-    if uses_temporal():
-        spec = spec_for(run)
-        transaction.on_commit(lambda: _in_thread(_start(spec, _checkpoint_seq(run))))
+def dispatch(*, tenant_id: str, run_id: str, **_: Any) -> None:
+    """Start the workflow of a run that was just queued (a ``run_queued`` receiver)."""
+    if not uses_temporal():
+        return
+    run = unique_or_none(Run.objects.filter(tenant_id=tenant_id, run_id=run_id))
+    if run is not None:
+        _in_thread(_start(spec_for(run), _checkpoint_seq(run)))
 
 
 def _checkpoint_seq(run: Run) -> int:
-    from runs.models import Checkpoint
-
     latest = (
         Checkpoint.objects.filter(tenant_id=run.tenant_id, run_id=run.run_id)
         .order_by("-seq")
@@ -100,15 +100,23 @@ def _in_thread(coro: Coroutine[Any, Any, None]) -> None:
 
 def loop_for(spec: LoopSpec) -> Loop:
     """The activity's loop: the agent over the ORM stores; the run is marked running."""
-    Run.objects.filter(tenant_id=spec.tenant_id, run_id=spec.run_id).update(
-        status=RunStatus.RUNNING, updated_at=timezone.now()
+    run_move(
+        tenant_id=spec.tenant_id,
+        run_id=spec.run_id,
+        to=RunStatus.RUNNING,
+        actor="temporal",
+        reason="activity",
     )
     return build_loop(spec.agent_id)
 
 
 def record_outcome(spec: LoopSpec, outcome: LoopOutcome) -> None:
-    """Write the run's status back from the workflow's outcome."""
-    status = STATUS_AFTER_STOP.get(StopReason(outcome.stop_reason), RunStatus.STOPPED)
-    Run.objects.filter(tenant_id=spec.tenant_id, run_id=spec.run_id).update(
-        status=status, pending_limits=None, updated_at=timezone.now()
+    """Move the run to the status its workflow's outcome leaves it in."""
+    run_move(
+        tenant_id=spec.tenant_id,
+        run_id=spec.run_id,
+        to=status_after_stop(StopReason(outcome.stop_reason)),
+        actor="temporal",
+        reason=outcome.stop_reason,
+        pending_limits=None,
     )

@@ -8,17 +8,21 @@ context source), right after a plan (paid for, and write-ahead), and right after
 WRITE's key is completed. Between barriers nothing can observe the pending writes, so
 a crash loses only work that had no effect outside and is simply redone on resume.
 Stores on separate files each commit on their own, exactly as before.
+
+A store takes part by being a :class:`GroupedStore`: it offers the group its writes go
+through as ``commit_group``. That attribute is part of every store protocol
+(``CheckpointStore``, ``IdempotencyStore``, ``AuditLog``) as an optional extension: a
+store without it simply commits each write alone.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["NO_GROUP", "CommitGroup", "shared_group"]
-
-_METHODS = ("hold", "flush", "release", "discard")
+__all__ = ["NO_GROUP", "CommitGroup", "GroupedStore", "shared_group"]
 
 
+@runtime_checkable
 class CommitGroup(Protocol):
     """Writes made by the holder between :meth:`hold` and :meth:`release` share commits."""
 
@@ -33,6 +37,21 @@ class CommitGroup(Protocol):
 
     def discard(self) -> None:
         """Drop the unflushed writes and stop grouping: what a process death does to them."""
+
+
+@runtime_checkable
+class GroupedStore(Protocol):
+    """A store whose writes go through a :class:`CommitGroup` it shares with other stores.
+
+    Two stores may only offer the same group if they write through the very same
+    transaction (one SQLite connection, one Django database connection per thread):
+    the loop then commits their writes together at its barriers.
+    """
+
+    @property
+    def commit_group(self) -> CommitGroup:
+        """The group this store's writes join while a loop holds it."""
+        ...
 
 
 class _NoGroup:
@@ -57,14 +76,11 @@ NO_GROUP: CommitGroup = _NoGroup()
 def shared_group(*stores: object) -> CommitGroup:
     """The commit group every store writes through, or :data:`NO_GROUP` if they differ.
 
-    A store offers one as its ``commit_group`` attribute; grouping is only safe when
-    all of them write through the very same transaction.
+    Grouping is only safe when all of them are :class:`GroupedStore` over the very same
+    group (so the very same transaction).
     """
-    groups = [getattr(store, "commit_group", None) for store in stores]
+    groups = [store.commit_group if isinstance(store, GroupedStore) else None for store in stores]
     first = groups[0]
-    if first is None or any(g is not first for g in groups):
+    if first is None or any(g is not first for g in groups) or not isinstance(first, CommitGroup):
         return NO_GROUP
-    if not all(callable(getattr(first, name, None)) for name in _METHODS):
-        return NO_GROUP
-    group: CommitGroup = first
-    return group
+    return first

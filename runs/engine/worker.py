@@ -32,20 +32,15 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
-from keelgate.loop import LoopLimits, LoopResult, StopConditions, StopReason
-from runs.engine import build_loop
-from runs.fencing import Fence
+from keelgate.loop import LoopLimits, LoopResult, StopConditions
+from runs.engine.fencing import Fence
+from runs.engine.loops import build_loop
+from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
+from runs.services import run_move, status_after_stop
+from runs.signals import worker_idle
 
 log = logging.getLogger("keelgate.worker")
-
-STATUS_AFTER_STOP = {
-    StopReason.GOAL_REACHED: RunStatus.DONE,
-    StopReason.APPROVAL_PENDING: RunStatus.WAITING,
-    StopReason.OUTCOME_UNKNOWN: RunStatus.WAITING,
-    StopReason.INTERRUPTED: RunStatus.QUEUED,
-}
-"""Every other stop (budgets, errors) leaves the run STOPPED, resumable by a person."""
 
 
 @dataclass(frozen=True)
@@ -87,13 +82,17 @@ class Worker:
             run = runnable.first()
             if run is None:
                 return None
-            Run.objects.filter(pk=run.pk).update(
-                status=RunStatus.RUNNING,
+            run_move(
+                tenant_id=run.tenant_id,
+                run_id=run.run_id,
+                to=RunStatus.RUNNING,
+                actor=self.owner,
+                reason="claimed",
+                expect={"pk": run.pk},
                 lease_owner=self.owner,
                 lease_expires_at=now + timedelta(seconds=self.lease_seconds),
                 lease_epoch=F("lease_epoch") + 1,
                 attempts=F("attempts") + 1,
-                updated_at=now,
             )
             epoch = Run.objects.values_list("lease_epoch", flat=True).get(pk=run.pk)
         return Claim(run.pk, run.tenant_id, run.run_id, run.agent, run.goal, epoch)
@@ -103,14 +102,32 @@ class Worker:
         expires = timezone.now() + timedelta(seconds=self.lease_seconds)
         return Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(lease_expires_at=expires) == 1
 
-    def release(self, claim: Claim, status: str, **fields: object) -> bool:
-        """Give the run back with its new status, only if the lease is still ours."""
-        return (
-            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(
-                status=status, lease_owner="", lease_expires_at=None, updated_at=timezone.now(), **fields
-            )
-            == 1
+    def release(
+        self, claim: Claim, status: str, *, reason: str = "", seq: int | None = None, **fields: object
+    ) -> bool:
+        """Give the run back with its new status, only if the lease is still ours (and at ``seq``)."""
+        expect: dict[str, object] = {"pk": claim.pk, "lease_epoch": claim.epoch}
+        if seq is not None:
+            expect["seq"] = seq
+        return run_move(
+            tenant_id=claim.tenant_id,
+            run_id=claim.run_id,
+            to=status,
+            actor=self.owner,
+            reason=reason,
+            expect=expect,
+            lease_owner="",
+            lease_expires_at=None,
+            **fields,
         )
+
+    def _release_waiting(self, claim: Claim, seq: int) -> bool:
+        """WAITING only if no decision saved a newer checkpoint since our stop.
+
+        The decision's checkpoint save updates the same Run row, so this conditional
+        move and the decision are serialised by the database.
+        """
+        return self.release(claim, RunStatus.WAITING, reason="waiting", seq=seq, pending_limits=None)
 
     # -- running ------------------------------------------------------------------
 
@@ -127,7 +144,7 @@ class Worker:
             return RunStatus.RUNNING
         except StaleCheckpointError:
             log.warning("a newer checkpoint exists; requeueing %s", _kv(context))
-            self.release(claim, RunStatus.QUEUED)
+            self.release(claim, RunStatus.QUEUED, reason="stale_checkpoint")
             return RunStatus.QUEUED
         except DatabaseError:
             log.exception(
@@ -136,12 +153,12 @@ class Worker:
             raise
         except KeelgateError as exc:
             log.error("run cannot proceed: %s %s", exc.code, _kv(context))
-            self.release(claim, RunStatus.STOPPED, stop_reason="error", error_code=exc.code)
+            self.release(claim, RunStatus.STOPPED, reason=exc.code, stop_reason="error", error_code=exc.code)
             return RunStatus.STOPPED
         finally:
             lost.set()
             renewer.join(timeout=5)
-        status = STATUS_AFTER_STOP.get(result.stop_reason, RunStatus.STOPPED)
+        status = status_after_stop(result.stop_reason)
         for action in result.state.current_actions:
             log.info(
                 "action %s",
@@ -154,32 +171,20 @@ class Worker:
                     }
                 ),
             )
-        if status == RunStatus.WAITING and not self._release_waiting(claim, result.state.seq):
-            # A person decided between our stop checkpoint and this release: run again.
-            status = RunStatus.QUEUED
-            released = self.release(claim, status)
-        elif status != RunStatus.WAITING:
-            released = self.release(claim, status)
+        reason = result.stop_reason.value
+        if status == RunStatus.WAITING:
+            released = self._release_waiting(claim, result.state.seq)
+            if not released:
+                # A person decided between our stop checkpoint and this release: run again.
+                status = RunStatus.QUEUED
+                released = self.release(claim, status, reason="decided", pending_limits=None)
         else:
-            released = True
+            released = self.release(claim, status, reason=reason, pending_limits=None)
         if not released:
             log.warning("lease lost before release; the run belongs to another worker %s", _kv(context))
             return RunStatus.RUNNING
-        log.info("run stopped %s", _kv({**context, "reason": result.stop_reason.value, "status": status}))
+        log.info("run stopped %s", _kv({**context, "reason": reason, "status": status}))
         return status
-
-    def _release_waiting(self, claim: Claim, seq: int) -> bool:
-        """WAITING only if no decision saved a newer checkpoint since our stop.
-
-        The decision's checkpoint save updates the same Run row, so this conditional
-        update and the decision are serialised by the database.
-        """
-        return (
-            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch, seq=seq).update(
-                status=RunStatus.WAITING, lease_owner="", lease_expires_at=None, updated_at=timezone.now()
-            )
-            == 1
-        )
 
     def _drive(self, claim: Claim, *, should_stop: object) -> LoopResult:
         run = Run.objects.get(pk=claim.pk)
@@ -214,10 +219,7 @@ class Worker:
 
         if self._runner is None:
             self._runner = asyncio.Runner()
-        result = self._runner.run(go())
-        if run.pending_limits:
-            Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(pending_limits=None)
-        return result
+        return self._runner.run(go())
 
     def _keep_renewing(self, claim: Claim, lost: threading.Event) -> None:
         interval = max(0.05, self.lease_seconds / 3)
@@ -278,10 +280,7 @@ class Worker:
                     return
                 self.stopping.wait(self.poll_seconds)
                 try:
-                    from approvals.services import approvals_expire
-                    from runs.monitors import monitors_tick_due
-
-                    approvals_expire()
+                    worker_idle.send(sender=Worker)
                     monitors_tick_due()
                 except DatabaseError:
                     connection.close()

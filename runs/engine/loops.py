@@ -8,9 +8,9 @@ from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType
 from runs.agents import Agent, load_agent
-from runs.commits import DjangoCommitGroup
-from runs.fencing import Fence
-from runs.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from runs.engine.commits import DjangoCommitGroup
+from runs.engine.fencing import Fence
+from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
 
 
 def database_stores(

@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from keelgate.errors import RunExistsError
 from keelgate.loop import Loop, LoopResult, MonitorLoop, Schedule
-from runs.engine import build_loop
-from runs.models import Checkpoint, Run, RunStatus
-from runs.stores import DjangoCheckpointStore
-from runs.worker import STATUS_AFTER_STOP
+from runs.engine.loops import build_loop
+from runs.engine.stores import DjangoCheckpointStore
+from runs.models import Checkpoint
+from runs.services import run_record_tick
 
 log = logging.getLogger("keelgate.monitors")
 
@@ -57,7 +57,7 @@ def _last_tick_at(monitor: MonitorLoop, tenant_id: str) -> Any:
 
 def monitors_tick_due() -> list[LoopResult]:
     """Run one tick of every registered monitor whose interval has passed."""
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # as in runs/worker.py
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # as in runs/engine/worker.py
     results = []
     for monitor_id, config in getattr(settings, "KEELGATE_MONITORS", {}).items():
         monitor = monitor_for(monitor_id, config)
@@ -69,30 +69,7 @@ def monitors_tick_due() -> list[LoopResult]:
             result = asyncio.run(monitor.tick())
         except RunExistsError:  # another worker started this tick a moment ago
             continue
-        _project_run(config, result)
+        run_record_tick(state=result.state, agent=config["agent"], stop_reason=result.stop_reason)
         log.info("monitor tick run=%s reason=%s", result.run_id, result.stop_reason.value)
         results.append(result)
     return results
-
-
-def _project_run(config: dict[str, Any], result: LoopResult) -> None:
-    """List the tick with the other runs (its checkpoints are already saved)."""
-    state = result.state
-    Run.objects.update_or_create(
-        tenant_id=state.tenant_id,
-        run_id=state.run_id,
-        defaults={
-            "agent": config["agent"],
-            "goal": state.goal,
-            "as_of": state.as_of,
-            "trace_id": state.trace_id,
-            "status": STATUS_AFTER_STOP.get(result.stop_reason, RunStatus.STOPPED),
-            "phase": state.phase.value,
-            "stop_reason": result.stop_reason.value,
-            "usage": state.usage.model_dump(),
-            "limits": state.limits.model_dump(),
-            "iteration": state.iteration,
-            "seq": state.seq,
-            "created_by": "monitor",
-        },
-    )

@@ -1,8 +1,8 @@
-"""The engine's commit grouping (``keelgate._commits``) on the Django database.
+"""The engine's commit grouping (``keelgate.commits``) on the Django database.
 
 A loop over the ORM stores holds one :class:`DjangoCommitGroup`: between two barriers
 its checkpoint saves, key claims and audit events run in one transaction, and the
-worker's fence (its lease epoch, ``runs.fencing``) is checked once per transaction,
+worker's fence (its lease epoch, ``runs.engine.fencing``) is checked once per transaction,
 under a row lock that lasts until the commit, instead of once per write. Opened at
 the first write, never before: on SQLite an open transaction holds the file's write
 lock, and a barrier (a planner or tool call) must never wait with it held.
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 
-from runs.fencing import Fence, check_fence
+from runs.engine.fencing import Fence, check_fence
 
 
 class DjangoCommitGroup:

@@ -17,9 +17,9 @@ from django.core.management.base import BaseCommand
 from approvals.models import Approval
 from approvals.services import approval_decide
 from runs.agents.brokerage import PaperBrokerage
+from runs.engine.worker import Worker
 from runs.models import Run
 from runs.services import run_start
-from runs.worker import Worker
 from tenants.models import Membership, Role, Tenant
 
 

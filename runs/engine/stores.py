@@ -2,8 +2,9 @@
 
 They pass the same contract suites as the engine's own stores (``keelgate.testing``),
 on SQLite and PostgreSQL, and hold the same JSON, so a run can move between them.
-Saving a checkpoint also updates the ``Run`` projection and the inbox in the same
-transaction, so a list or an inbox can never disagree with the checkpoint.
+Saving a checkpoint also updates the ``Run`` projection in the same transaction, and
+announces ``runs.signals.checkpoint_saved`` inside it, so the inbox (projected by the
+``approvals`` app) can never disagree with the checkpoint either.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -18,11 +20,12 @@ from django.utils import timezone
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
-from keelgate_site.db import insert_sql, unique_or_none
-from runs.commits import DjangoCommitGroup
-from runs.fencing import Fence
+from runs.engine.commits import DjangoCommitGroup
+from runs.engine.fencing import Fence
 from runs.models import Checkpoint, Run
 from runs.models import IdempotencyRecord as KeyRow
+from runs.signals import checkpoint_saved
+from sitekit.db import insert_sql, unique_or_none
 
 
 class DjangoCheckpointStore:
@@ -63,7 +66,7 @@ class DjangoCheckpointStore:
                     raise StaleCheckpointError(f"{state.run_id} seq {state.seq}") from exc
             else:
                 _insert(state, text)
-            _sync_inbox(state)
+            checkpoint_saved.send(sender=DjangoCheckpointStore, state=state)
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""
@@ -110,7 +113,7 @@ _CHECKPOINT_COLUMNS = ("tenant_id", "run_id", "seq", "phase", "trace_id", "state
 
 
 def _insert(state: LoopState, text: str) -> None:
-    params = [
+    params: list[Any] = [
         state.tenant_id,
         state.run_id,
         state.seq,
@@ -121,12 +124,6 @@ def _insert(state: LoopState, text: str) -> None:
     ]
     with connection.cursor() as cursor:
         cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), params)
-
-
-def _sync_inbox(state: LoopState) -> None:
-    from approvals.projection import sync_inbox
-
-    sync_inbox(state)
 
 
 def _project(state: LoopState) -> int:

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         call_command("keelgate_demo", password=options["password"])
         python = sys.executable
         # The demo above drove a worker in this process, which lifts Django's async-safety
-        # guard (see runs/worker.py); the web server must keep it.
+        # guard (see runs/engine/worker.py); the web server must keep it.
         web_env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
         children = [
             subprocess.Popen(

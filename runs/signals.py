@@ -1,0 +1,23 @@
+"""What the runs layer announces, for the layers above it to act on.
+
+A lower layer never calls up: it sends one of these, and an app above subscribes in its
+``AppConfig.ready()`` (``approvals`` projects its inbox on ``checkpoint_saved`` and
+expires approvals on ``worker_idle``; the engine adapter hands queued runs to Temporal on
+``run_queued``). Receivers run in the sender's thread and transaction, and an exception
+in one reaches the sender: a projection that fails rolls its checkpoint back with it.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+__all__ = ["checkpoint_saved", "run_queued", "worker_idle"]
+
+checkpoint_saved = Signal()
+"""``state``: a checkpoint was saved, inside the transaction that saves it (not yet committed)."""
+
+run_queued = Signal()
+"""``tenant_id``, ``run_id``: a run became runnable (start, resume, a decision), after that commit."""
+
+worker_idle = Signal()
+"""A worker found nothing to run: time for periodic work (expiring approvals)."""

@@ -1,0 +1,93 @@
+"""The REST API's shared shapes: error bodies, response tables, input patterns, cursors.
+
+Authentication (who is calling, in which tenant) is identity and lives with it, in
+:mod:`tenants.api_auth`; the NinjaAPI itself is assembled in ``keelgate_site.api``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from pydantic import BaseModel
+
+from sitekit.errors import InvalidCursorError
+
+__all__ = [
+    "CURSOR",
+    "MAX_ID",
+    "NO_NUL",
+    "READ_ERRORS",
+    "SLUG",
+    "WRITE_ERRORS",
+    "ErrorOut",
+    "keyset_page",
+    "responses",
+]
+
+NO_NUL = r"^[^\x00]*$"
+"""Free text may hold anything but NUL, which PostgreSQL cannot store in a text column."""
+SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+"""The shape of a tenant slug."""
+MAX_ID = 2**63 - 1
+"""The largest database id: a bigger number is a validation error, not a database one."""
+CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
+"""The shape of a cursor this API hands out."""
+
+
+class ErrorOut(BaseModel):
+    """Every error: a stable ``code`` programs compare, and fixed wording people read."""
+
+    code: str
+    detail: str
+
+
+READ_ERRORS = (401, 404, 422, 429)
+WRITE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 429)
+
+
+def responses(ok: dict[int, Any], errors: tuple[int, ...]) -> dict[int, Any]:
+    """An operation's response schemas: its success bodies and ErrorOut for each error status."""
+    return {**ok, **dict.fromkeys(errors, ErrorOut)}
+
+
+# -- keyset pagination -------------------------------------------------------------------
+
+
+def _cursor_encode(at: datetime, pk: int) -> str:
+    raw = json.dumps([at.isoformat(), pk], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _cursor_decode(cursor: str) -> tuple[datetime, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at_text, pk = json.loads(raw)
+        at = datetime.fromisoformat(at_text)
+    except (binascii.Error, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        raise InvalidCursorError() from exc
+    if at.tzinfo is None or not isinstance(pk, int) or isinstance(pk, bool) or not 0 < pk <= MAX_ID:
+        raise InvalidCursorError()
+    return at, pk
+
+
+def keyset_page(
+    rows: QuerySet[Any], *, field: str, cursor: str | None, limit: int
+) -> tuple[list[Any], str | None]:
+    """One page of ``rows`` (ordered by ``-field, -id``) after ``cursor``, and the next cursor.
+
+    Keyset, not offset, pagination: a page is stable while new rows arrive at the top,
+    and reading page 1000 costs what reading page 1 does.
+    """
+    if cursor:
+        at, pk = _cursor_decode(cursor)
+        rows = rows.filter(Q(**{f"{field}__lt": at}) | Q(**{field: at, "id__lt": pk}))
+    page = list(rows[: limit + 1])
+    if len(page) <= limit:
+        return page, None
+    last = page[limit - 1]
+    return page[:limit], _cursor_encode(getattr(last, field), last.pk)

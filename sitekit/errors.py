@@ -1,0 +1,180 @@
+"""The site's errors: one tree beside the engine's (``keelgate.errors``).
+
+Every class has a stable ``code``, fixed wording and the HTTP status the API and the
+console answer with (``http_status``, in brackets; inherited along the tree), so the
+API's one exception handler reads the status off the error and needs no table.
+
+::
+
+    keelgate.errors.KeelgateError
+    ├── NotFoundError                  not_found [404]  also another tenant's object
+    ├── ForbiddenError                 forbidden [403]
+    ├── CsrfFailedError                csrf_failed [403]
+    ├── RateLimitedError               rate_limited [429]
+    ├── TenantRequiredError            tenant_required [422]
+    ├── InvalidCursorError             invalid_cursor [422]
+    ├── NotAMemberError                not_a_member [422]
+    ├── IdempotencyKeyReusedError      idempotency_key_reused [422]
+    ├── IdempotencyKeyInProgressError  idempotency_key_in_progress [409]
+    ├── DigestError                    digest_invalid [422]
+    │   ├── DigestKeyMismatchError     digest_key_mismatch
+    │   ├── DigestSignatureError       digest_signature_invalid
+    │   └── EmptyChainError            audit_chain_empty [404]
+    ├── keelgate.errors.ConfigurationError
+    │   ├── UnknownAgentError          unknown_agent [422]
+    │   └── GoalNotUnderstoodError     goal_not_understood [422]
+    └── keelgate.errors.RunError [409]
+        └── NotResumableError          not_resumable
+"""
+
+from __future__ import annotations
+
+from keelgate.errors import ConfigurationError, KeelgateError, RunError
+
+__all__ = [
+    "CsrfFailedError",
+    "DigestError",
+    "DigestKeyMismatchError",
+    "DigestSignatureError",
+    "EmptyChainError",
+    "ForbiddenError",
+    "GoalNotUnderstoodError",
+    "IdempotencyKeyInProgressError",
+    "IdempotencyKeyReusedError",
+    "InvalidCursorError",
+    "NotAMemberError",
+    "NotFoundError",
+    "NotResumableError",
+    "RateLimitedError",
+    "TenantRequiredError",
+    "UnknownAgentError",
+]
+
+
+class NotFoundError(KeelgateError):
+    """The object does not exist, or belongs to a tenant the caller cannot see."""
+
+    code = "not_found"
+    message = "Not found."
+    http_status = 404
+
+
+class ForbiddenError(KeelgateError):
+    """The caller's role in this tenant does not allow that."""
+
+    code = "forbidden"
+    message = "Your role in this tenant does not allow that."
+    http_status = 403
+
+
+class CsrfFailedError(KeelgateError):
+    """A session-authenticated unsafe request without a valid CSRF token."""
+
+    code = "csrf_failed"
+    message = "The CSRF check failed: send the csrftoken cookie's value in X-CSRFToken."
+    http_status = 403
+
+
+class RateLimitedError(KeelgateError):
+    """The key made too many requests in the current window; ``retry_after`` says when to retry."""
+
+    code = "rate_limited"
+    message = "Too many requests with this API key."
+    http_status = 429
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"retry after {retry_after} s")
+
+
+class TenantRequiredError(KeelgateError):
+    """A session user of several tenants must say which one with ``?tenant=``."""
+
+    code = "tenant_required"
+    message = "You belong to several tenants: name one with the tenant query parameter."
+    http_status = 422
+
+
+class InvalidCursorError(KeelgateError):
+    """A ``cursor`` that this API did not hand out (or was cut or edited)."""
+
+    code = "invalid_cursor"
+    message = "The cursor is not valid; start again without one."
+    http_status = 422
+
+
+class NotAMemberError(KeelgateError):
+    """A key can only be made for a user who belongs to the tenant."""
+
+    code = "not_a_member"
+    message = "The user does not belong to that tenant."
+    http_status = 422
+
+
+class IdempotencyKeyReusedError(KeelgateError):
+    """The Idempotency-Key was used before with a different request body."""
+
+    code = "idempotency_key_reused"
+    message = "This Idempotency-Key was already used with a different request."
+    http_status = 422
+
+
+class IdempotencyKeyInProgressError(KeelgateError):
+    """The first request with this Idempotency-Key has not finished yet."""
+
+    code = "idempotency_key_in_progress"
+    message = "A request with this Idempotency-Key is still in progress; retry shortly."
+    http_status = 409
+
+
+class DigestError(KeelgateError):
+    """A chain digest that cannot be trusted: missing or malformed fields."""
+
+    code = "digest_invalid"
+    message = "The chain digest is malformed."
+    http_status = 422
+
+
+class DigestKeyMismatchError(DigestError):
+    """The digest names a public key other than this site's: another site signed it."""
+
+    code = "digest_key_mismatch"
+    message = "The chain digest was signed with a key other than this site's."
+
+
+class DigestSignatureError(DigestError):
+    """The signature does not verify: the digest was edited or forged."""
+
+    code = "digest_signature_invalid"
+    message = "The chain digest's signature does not verify with this site's key."
+
+
+class EmptyChainError(DigestError):
+    """Nothing to digest: a digest of no history would prove nothing (likely a typo)."""
+
+    code = "audit_chain_empty"
+    message = "The tenant has no audit events to digest."
+    http_status = 404
+
+
+class UnknownAgentError(ConfigurationError):
+    """No agent of that name is registered in ``KEELGATE_AGENTS``."""
+
+    code = "unknown_agent"
+    message = "No agent with that name is registered."
+    http_status = 422
+
+
+class GoalNotUnderstoodError(ConfigurationError):
+    """The agent cannot work with that goal."""
+
+    code = "goal_not_understood"
+    message = "The agent cannot read that goal."
+    http_status = 422
+
+
+class NotResumableError(RunError):
+    """Only a stopped run (a budget stop or an error) can be resumed by hand."""
+
+    code = "not_resumable"
+    message = "Only a stopped run can be resumed."
