@@ -5,8 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+JOBS ?= 2
+# Both cores: each xdist worker is its own process with its own test database.
+PARALLEL := -n $(JOBS) --durations=25
 
-.PHONY: run demo test lint clean
+.PHONY: run demo test check lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,18 +31,24 @@ demo: $(VENV)/.installed-run
 
 # The whole suite on the embedded SQLite default, then the Django suite again on
 # PostgreSQL: required when CI=true, skipped with a message on a laptop without it.
+# Each pass prints its 25 slowest tests.
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@echo "== the engine and the site on SQLite =="
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 	@echo "== the console in a real browser (Chromium, Daphne and a worker as subprocesses) =="
-	$(BIN)/python -m pytest tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/browser --durations=25 $(PYTEST_ARGS)
 	@if $(BIN)/python -c "import psycopg; psycopg.connect('$(PG_URL)', connect_timeout=3).close()" 2>/dev/null; then \
 	  echo "== the Django suite on PostgreSQL =="; \
-	  DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/site $(PYTEST_ARGS); \
+	  DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/site $(PARALLEL) $(PYTEST_ARGS); \
 	elif [ "$$CI" = "true" ]; then \
 	  echo "PostgreSQL at $(PG_URL) is required when CI=true"; exit 1; \
 	else \
 	  echo "PostgreSQL is not reachable at $(PG_URL): the PostgreSQL pass was skipped"; \
 	fi
+
+# The inner loop: lint, then the engine and the site on SQLite (no browser, no PostgreSQL).
+check: lint
+	$(BIN)/python -m pytest -n $(JOBS) -q $(PYTEST_ARGS)
 
 # ruff, mypy (strict, django-stubs) on the engine and the apps, and the layering contracts.
 lint: $(VENV)/.installed-dev

@@ -16,6 +16,16 @@ def _require_postgres_in_ci(django_db_setup, django_db_blocker):
             assert connection.vendor == "postgresql"
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """A cheap hasher, as Django's testing guide advises: PBKDF2 cost 0.3 s per test user.
+
+    Passwords are still hashed and checked (logins in these tests verify them); only the
+    deliberate slowness that protects a stolen database is left out.
+    """
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _close_thread_connections(django_db_setup, django_db_blocker):
     """Threads in the contract suites leave connections open; end them before teardown."""

@@ -14,7 +14,7 @@ from approvals.models import Approval
 from approvals.services import approval_decide
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.worker import Worker
-from runs.models import Run, RunStatus
+from runs.models import IdempotencyRecord, Run, RunStatus
 from runs.services import run_start
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,8 +46,8 @@ def test_sigterm_mid_write_finishes_the_step_and_hands_the_run_back(operator, ch
         text=True,
     )
     try:
-        wait_for(lambda: Run.objects.get(run_id="r1").status == RunStatus.RUNNING)
-        time.sleep(0.3)  # inside the hanging order call now
+        # The order's key claimed in flight: the worker is inside the hanging order call now.
+        wait_for(lambda: IdempotencyRecord.objects.filter(run_id="r1", status="in_flight").exists())
         worker.send_signal(signal.SIGTERM)
         output, _ = worker.communicate(timeout=30)
     finally:
