@@ -1,0 +1,77 @@
+"""The inbox projection writes only what changed (a ``checkpoint_saved`` receiver)."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals.models import Approval, ApprovalStatus
+from approvals.services import approval_decide
+from tests.site.console.conftest import start_waiting
+
+INBOX_TABLES = ("approvals_approval", "approvals_unknownoutcome")
+
+
+def writes(queries, table: str) -> list[str]:
+    """The INSERT and UPDATE statements on ``table``."""
+    pattern = re.compile(rf'^\s*(INSERT INTO|UPDATE)\s+"?{table}"?', re.IGNORECASE)
+    return [q["sql"] for q in queries if pattern.match(q["sql"])]
+
+
+def test_a_decision_writes_its_approval_row_once_and_no_other(people, brokerage_path):
+    """Two approvals wait in one tenant; approving one updates that row once and leaves the other alone."""
+    first = start_waiting(people["op"], "p1")
+    second = start_waiting(people["op"], "p2")
+    with CaptureQueriesContext(connection) as captured:
+        approval_decide(tenant_id="t1", approval_id=first.pk, user=people["op"], decision="approve")
+    updates = writes(captured.captured_queries, "approvals_approval")
+    assert len(updates) == 1 and not any(q.upper().startswith("INSERT") for q in updates)
+    assert Approval.objects.get(pk=first.pk).status == ApprovalStatus.APPROVED
+    assert Approval.objects.get(pk=second.pk).status == ApprovalStatus.PENDING
+
+
+def test_a_save_without_approvals_or_unknown_outcomes_touches_no_inbox_table(people, brokerage_path):
+    """A checkpoint whose actions need nobody costs the inbox no query; one that asks inserts one row."""
+    from runs.engine.stores import DjangoCheckpointStore
+    from runs.engine.worker import Worker
+    from runs.models import Run
+    from runs.services import run_start
+
+    run_start(tenant_id="t1", agent="paper-trader", goal="buy 2 ACME", user=people["op"], run_id="p3")
+    Worker(lease_seconds=30).run_once()
+    store = DjangoCheckpointStore()
+    history = store.history("t1", "p3")
+    quiet = next(s for s in history if all(a.approval is None for a in s.actions) and s.actions)
+    asking = history[-1]
+    assert any(a.approval is not None for a in asking.actions)
+    seq = Run.objects.get(run_id="p3").seq
+
+    with CaptureQueriesContext(connection) as captured:
+        store.save(quiet.model_copy(update={"seq": seq + 1}))
+    assert [q["sql"] for q in captured.captured_queries if any(t in q["sql"] for t in INBOX_TABLES)] == []
+
+    Approval.objects.filter(run_id="p3").delete()
+    with CaptureQueriesContext(connection) as captured:
+        store.save(asking.model_copy(update={"seq": seq + 2}))
+    assert len(writes(captured.captured_queries, "approvals_approval")) == 1
+    assert Approval.objects.filter(run_id="p3", status=ApprovalStatus.PENDING).count() == 1
+
+
+def test_saves_after_a_decision_do_not_rewrite_the_decided_row(people, brokerage_path):
+    """Once approved, the run's later checkpoints (observe, verify, done) read the row but never write it."""
+    from runs.engine.stores import DjangoCheckpointStore
+    from runs.engine.worker import Worker
+    from runs.models import Run
+
+    approval = start_waiting(people["op"], "p4")
+    approval_decide(tenant_id="t1", approval_id=approval.pk, user=people["op"], decision="approve")
+    Worker(lease_seconds=30).run_once()
+    store = DjangoCheckpointStore()
+    final = store.load("t1", "p4")
+    assert final is not None and any(a.approval is not None and a.approval.granted for a in final.actions)
+    with CaptureQueriesContext(connection) as captured:
+        store.save(final.model_copy(update={"seq": Run.objects.get(run_id="p4").seq + 1}))
+    assert writes(captured.captured_queries, "approvals_approval") == []
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.APPROVED
