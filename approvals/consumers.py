@@ -72,6 +72,11 @@ class _Rendered:
                 return None
             return hit[1]
 
+    def clear(self) -> None:
+        """Forget every patch (tests that reset the database reuse chain numbers)."""
+        with self._lock:
+            self._entries.clear()
+
     def put(self, key: tuple[Any, ...], html: str) -> None:
         with self._lock:
             self._entries[key] = (time.monotonic(), html)

@@ -121,13 +121,13 @@ class Worker:
             **fields,
         )
 
-    def _release_waiting(self, claim: Claim, seq: int) -> bool:
+    def _release_waiting(self, claim: Claim, seq: int, reason: str) -> bool:
         """WAITING only if no decision saved a newer checkpoint since our stop.
 
         The decision's checkpoint save updates the same Run row, so this conditional
         move and the decision are serialised by the database.
         """
-        return self.release(claim, RunStatus.WAITING, reason="waiting", seq=seq, pending_limits=None)
+        return self.release(claim, RunStatus.WAITING, reason=reason, seq=seq, pending_limits=None)
 
     # -- running ------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ class Worker:
             )
         reason = result.stop_reason.value
         if status == RunStatus.WAITING:
-            released = self._release_waiting(claim, result.state.seq)
+            released = self._release_waiting(claim, result.state.seq, reason)
             if not released:
                 # A person decided between our stop checkpoint and this release: run again.
                 status = RunStatus.QUEUED

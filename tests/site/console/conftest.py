@@ -44,6 +44,16 @@ def _fast_outbox(settings):
     settings.KEELGATE_OUTBOX_POLL_SECONDS = 0.05
 
 
+@pytest.fixture(autouse=True)
+def _fresh_render_cache():
+    """Each test starts its chains at 1 again: a patch cached by the last test must not serve it."""
+    from approvals.consumers import RENDERED
+
+    RENDERED.clear()
+    yield
+    RENDERED.clear()
+
+
 @pytest.fixture
 def people(operator):
     """t1: op (admin), viewer (viewer), bob (approver), rita (reconciler); t2: eve (admin)."""

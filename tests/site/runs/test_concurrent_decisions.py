@@ -139,11 +139,11 @@ class DecisionBeforeRelease(Worker):
         self.decide = decide
         self.raced = False
 
-    def _release_waiting(self, claim, seq):
+    def _release_waiting(self, claim, seq, reason):
         if not self.raced:
             self.raced = True
             self.decide()
-        return super()._release_waiting(claim, seq)
+        return super()._release_waiting(claim, seq, reason)
 
 
 def test_an_approval_given_while_the_worker_is_still_releasing_the_run_is_not_lost(operator, brokerage_path):

@@ -43,7 +43,7 @@ def test_a_run_through_the_worker_and_a_decision_leaves_every_move_in_the_chain(
     assert Run.objects.get(run_id="m1").status == RunStatus.DONE
     assert moves("m1") == [
         ("worker", "running", "claimed"),
-        ("worker", "waiting", "waiting"),
+        ("worker", "waiting", "approval_pending"),
         ("op", "queued", "decided"),
         ("worker", "running", "claimed"),
         ("worker", "done", "goal_reached"),
