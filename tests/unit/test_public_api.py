@@ -391,14 +391,18 @@ SEED_REEXPORTS = {
 """Names the seed's API reference puts in ``keelgate.loop`` that live in another package too."""
 
 
-def _public_modules() -> list[str]:
+def _engine_modules(*, private: bool) -> list[str]:
+    """The engine's public modules, or its private ones (``_name`` inside a public package)."""
     import pkgutil
 
     import keelgate
 
-    found = ["keelgate"]
+    found = [] if private else ["keelgate"]
     for info in pkgutil.walk_packages(keelgate.__path__, "keelgate."):
-        if not any(part.startswith("_") for part in info.name.split(".")):
+        parts = info.name.split(".")
+        if any(part.startswith("_") for part in parts[:-1]):
+            continue
+        if parts[-1].startswith("_") is private:
             found.append(info.name)
     return sorted(found)
 
@@ -413,7 +417,7 @@ def test_every_public_module_pins_its_exports_exactly():
     """Each public module's ``__all__`` is sorted and equals the list pinned here; none is unlisted."""
     import importlib
 
-    assert sorted(PUBLIC_ALL) == _public_modules()
+    assert sorted(PUBLIC_ALL) == _engine_modules(private=False)
     for name, expected in PUBLIC_ALL.items():
         exported = importlib.import_module(name).__all__
         assert exported == expected, name
@@ -436,17 +440,10 @@ def test_each_public_name_has_one_import_path():
 
 def test_the_private_module_contract_lists_every_private_engine_module():
     """``make lint`` forbids importing each private engine module; its list in pyproject is whole."""
-    import pkgutil
     import tomllib
     from pathlib import Path
 
-    import keelgate
-
-    private = set()
-    for info in pkgutil.walk_packages(keelgate.__path__, "keelgate."):
-        parts = info.name.split(".")
-        if parts[-1].startswith("_") and not any(p.startswith("_") for p in parts[:-1]):
-            private.add(info.name)
+    private = set(_engine_modules(private=True))
     config = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "forbidden"]
     assert set(contract["forbidden_modules"]) == private
