@@ -34,6 +34,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
             │   │   └── NoteRequiredError      note_required [422]
+            │   ├── InvalidResultError         result_invalid [422]
             │   └── NotReplayableError         not_replayable
             ├── PlannerError                   planner_invalid
             ├── VerifierError                  verifier_invalid
@@ -70,6 +71,7 @@ __all__ = [
     "DuplicateApproverError",
     "GatewayError",
     "InvalidArgumentsError",
+    "InvalidResultError",
     "KeelgateError",
     "KeyNotOwnedError",
     "LeaseLostError",
@@ -249,6 +251,14 @@ class NoteRequiredError(ApprovalError):
 
     code = "note_required"
     message = "A note saying why is required for this decision."
+    http_status = 422
+
+
+class InvalidResultError(RunError):
+    """A reconcile's ``result`` is not a JSON object of bounded size (or the call was not executed)."""
+
+    code = "result_invalid"
+    message = "The recorded result must be a JSON object, and only for an executed call."
     http_status = 422
 
 

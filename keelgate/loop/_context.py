@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from keelgate._state import LoopState
+from keelgate._state import LoopState, PlannedAction
+from keelgate._types import ActionStatus
 from keelgate.canonical import canonical_json
 from keelgate.errors import ConfigurationError
 from keelgate.loop._planner import ContextMessage
@@ -61,19 +62,22 @@ def build_messages(state: LoopState, extra: Sequence[ContextItem] = ()) -> list[
         )
     for action in state.actions:
         outcome = action.outcome
+        entry = {
+            "action_id": action.action_id,
+            "tool": action.tool,
+            "status": outcome.status.value,
+            "code": outcome.code,
+            "detail": outcome.detail,
+            "output": outcome.output,
+        }
+        settlement = _settlement(action)
+        if settlement:
+            entry["settled_by"] = outcome.settled_by
+            entry["settlement"] = settlement
         messages.append(
             ContextMessage(
                 role="tool",
-                content=canonical_json(
-                    {
-                        "action_id": action.action_id,
-                        "tool": action.tool,
-                        "status": outcome.status.value,
-                        "code": outcome.code,
-                        "detail": outcome.detail,
-                        "output": outcome.output,
-                    }
-                ),
+                content=canonical_json(entry),
                 untrusted=True,
                 action_id=action.action_id,
             )
@@ -90,3 +94,15 @@ def build_messages(state: LoopState, extra: Sequence[ContextItem] = ()) -> list[
                 )
             )
     return messages
+
+
+def _settlement(action: PlannedAction) -> str:
+    """How an unknown outcome was settled, in words, so "done" never reads as "no output"."""
+    outcome = action.outcome
+    if not outcome.settled_by or outcome.status not in (ActionStatus.DONE, ActionStatus.ABANDONED):
+        return ""
+    if outcome.status is ActionStatus.ABANDONED:
+        return "not executed: settled after an unknown outcome; it will not be retried"
+    if outcome.output is None:
+        return "executed: settled after an unknown outcome; result not recorded"
+    return "executed: settled after an unknown outcome; output is the recorded result"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedAction
 from keelgate._types import ActionStatus
+from keelgate.canonical import canonical_json
 from keelgate.errors import (
     ActionNotFoundError,
     AlreadyDecidedError,
@@ -24,6 +25,7 @@ from keelgate.errors import (
     ApprovalExpiredError,
     CallMayBeRunningError,
     DuplicateApproverError,
+    InvalidResultError,
     KeyNotOwnedError,
     NoteRequiredError,
     NotReconcilableError,
@@ -44,12 +46,14 @@ class OutcomeConfirmer(Protocol):
     """Settles an action whose outcome is unknown by asking the downstream system of record.
 
     Return True if the action took effect, False if it definitely did not, and None
-    when the answer is not certain (the loop then stops for a human, as before).
+    when the answer is not certain (the loop then stops for a human, as before). A
+    mapping (the downstream record, e.g. ``{"order_id": ...}``) means it took effect
+    and becomes the call's untrusted output, as a person's reconcile ``result`` does.
     """
 
     def confirm(
         self, action: PlannedAction, *, tenant_id: str, run_id: str
-    ) -> bool | Awaitable[bool | None] | None:
+    ) -> bool | Mapping[str, Any] | Awaitable[bool | Mapping[str, Any] | None] | None:
         """Ask the system of record about ``action`` (its key is ``action.idempotency_key``)."""
         ...
 
@@ -158,14 +162,21 @@ class DecisionsMixin:
         executed: bool,
         by: str,
         note: str = "",
+        result: Mapping[str, Any] | None = None,
     ) -> LoopState:
         """A human settles an action whose outcome was unknown.
 
         ``executed=True`` records it as done; ``executed=False`` abandons it. Either way
         the action is never run again. If it must be attempted afresh, plan a new action
         with a new idempotency key.
+
+        ``result`` (a JSON object, executed only) is what the person found downstream,
+        for example ``{"order_id": "PB-000001"}``: the planner sees it as the call's
+        untrusted output. Without one it is told the result was not recorded.
         """
-        return self.reconcile_now(tenant_id, run_id, action_id, executed=executed, by=by, note=note)
+        return self.reconcile_now(
+            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
+        )
 
     @_one_commit
     def reconcile_now(
@@ -177,8 +188,10 @@ class DecisionsMixin:
         executed: bool,
         by: str,
         note: str = "",
+        result: Mapping[str, Any] | None = None,
     ) -> LoopState:
         """:meth:`reconcile`, synchronously (for callers inside a database transaction)."""
+        output = _result_text(executed, result)
         state = self._load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
@@ -190,7 +203,7 @@ class DecisionsMixin:
         running_until = self._may_be_running(state, action)
         if running_until is not None:
             raise CallMayBeRunningError(running_until.isoformat())
-        self._settle(state, action, executed=executed, by=by, source="human", note=note)
+        self._settle(state, action, executed=executed, by=by, source="human", note=note, output=output)
         self._save(state, active=False)
         return state
 
@@ -278,10 +291,19 @@ class DecisionsMixin:
                 answer = await answer
         except Exception:  # an unsure confirmer leaves the decision to a person
             return False
+        output = None
+        if isinstance(answer, Mapping):  # a definite yes, with the downstream record
+            try:
+                output = _result_text(True, answer)
+            except InvalidResultError:
+                return False
+            answer = True
         if answer is not True and answer is not False:
             return False
         name = getattr(self.confirmer, "name", type(self.confirmer).__name__)
-        self._settle(state, action, executed=answer, by=f"confirmer:{name}", source="confirmer")
+        self._settle(
+            state, action, executed=answer, by=f"confirmer:{name}", source="confirmer", output=output
+        )
         if save:
             self._save(state)
         return True
@@ -295,11 +317,15 @@ class DecisionsMixin:
         by: str,
         source: str,
         note: str = "",
+        output: str | None = None,
     ) -> None:
-        """Write the verdict to the key store, the action and the audit chain (no arguments)."""
+        """Write the verdict to the key store, the action and the audit chain (no arguments).
+
+        ``output`` is the downstream record the settler found (JSON text), or None.
+        """
         now = self.clock.now()
         status = ActionStatus.DONE if executed else ActionStatus.ABANDONED
-        outcome = ActionOutcome(status=status, detail=note, settled_by=by, at=now)
+        outcome = ActionOutcome(status=status, detail=note, output=output, settled_by=by, at=now)
         verdict = "executed" if executed else "not_executed"
         if action.side_effect is not SideEffect.READ:
             try:
@@ -326,4 +352,27 @@ class DecisionsMixin:
             tool=action.tool,
             source=source,
             verdict=verdict,
+            note=note,
+            result_recorded=action.outcome.output is not None and executed,
         )
+
+
+MAX_RESULT_BYTES = 16_384
+"""The largest downstream record a reconcile may carry, as canonical JSON."""
+
+
+def _result_text(executed: bool, result: object) -> str | None:
+    """The canonical JSON of a reconcile's ``result``, or None; InvalidResultError if unusable."""
+    if result is None:
+        return None
+    if not executed:
+        raise InvalidResultError("a result is only recorded for an executed call")
+    if not isinstance(result, Mapping):
+        raise InvalidResultError("the result must be a JSON object")
+    try:
+        text = canonical_json(dict(result))
+    except (TypeError, ValueError) as exc:
+        raise InvalidResultError("the result is not JSON") from exc
+    if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
+        raise InvalidResultError(f"the result is larger than {MAX_RESULT_BYTES} bytes")
+    return text

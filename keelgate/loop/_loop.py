@@ -96,6 +96,9 @@ class Loop(DecisionsMixin):
         if allowed_side_effects is None:
             allowed_side_effects = ALL_SIDE_EFFECTS if loop_type is LoopType.TASK else READ_ONLY
         self.allowed_side_effects = frozenset(allowed_side_effects)
+        if loop_type is LoopType.VERIFICATION and self.allowed_side_effects - READ_ONLY:
+            # ADR-0004: verification loops are READ-only, enforced, whoever builds them.
+            raise ConfigurationError("a verification loop may only READ")
         self.confirmer = confirmer
         self.pricing: Mapping[str, ModelPrice] = pricing or {}
         self.price_model = price_model
@@ -166,7 +169,14 @@ class Loop(DecisionsMixin):
         self._tick_at = self.clock.monotonic()
         with self._grouped():
             self._save(state)
-            self._audit(state, "run.started", loop_type=state.loop_type.value)
+            opted_in = sorted(e.value for e in self.allowed_side_effects - READ_ONLY)
+            if self.loop_type is LoopType.MONITOR and opted_in:
+                # A monitor is READ-only unless its caller opted in: the chain says so.
+                self._audit(
+                    state, "run.started", loop_type=state.loop_type.value, side_effects_opt_in=opted_in
+                )
+            else:
+                self._audit(state, "run.started", loop_type=state.loop_type.value)
             return await self._drive(state, conditions)
 
     async def resume(
@@ -438,7 +448,12 @@ class Loop(DecisionsMixin):
         return cost is None and state.limits.max_dollars is not None
 
     def _allowed(self, state: LoopState) -> frozenset[SideEffect]:
-        return frozenset(state.allowed_side_effects) & self.allowed_side_effects
+        """What this run may do: what it was started with, what this loop allows, and for a
+        stored verification run READ only, whichever loop resumes it."""
+        allowed = frozenset(state.allowed_side_effects) & self.allowed_side_effects
+        if state.loop_type is LoopType.VERIFICATION:
+            allowed &= READ_ONLY
+        return allowed
 
     async def _context_items(self, state: LoopState) -> list[ContextItem]:
         items: list[ContextItem] = []

@@ -131,9 +131,29 @@ class CallableVerifier:
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\$?\d[\d,]*(?:\.\d+)?%?")
 _CLAIM = re.compile(r"\b(bought|sold|placed|executed|purchased|ordered)\b", re.IGNORECASE)
 _NEGATION = re.compile(
-    r"\b(not|never|no|didn't|did not|wasn't|was not|couldn't|could not|unable|failed)\b",
+    r"\b(not|never|no|nothing|none|didn't|did not|wasn't|was not|couldn't|could not|unable|failed)\b",
     re.IGNORECASE,
 )
+
+
+_NEGATION_WINDOW = 5
+"""A negation this many words before a claim ("was not placed", "never executed") denies it."""
+
+
+def _claims(answer: str) -> tuple[bool, bool]:
+    """Whether the answer asserts a write, and whether it denies one.
+
+    Each claim word counts as denied when a negation stands among the few words before
+    it, so "Bought 10 ACME; no further orders" asserts and "was not placed" denies.
+    """
+    asserted = denied = False
+    for match in _CLAIM.finditer(answer):
+        before = answer[: match.start()].split()[-_NEGATION_WINDOW:]
+        if _NEGATION.search(" ".join(before)):
+            denied = True
+        else:
+            asserted = True
+    return asserted, denied
 
 
 def _numbers(text: str) -> set[str]:
@@ -155,8 +175,9 @@ class GroundedAnswerVerifier:
     as "3") must appear in the goal or in a tool observation. Honest claims: if
     ``write_tools`` is given and the answer says something was bought, sold, placed or
     executed (and does not say it did not), at least one of those tools must have
-    actually completed. It cannot judge meaning, so it is a floor under a model-based
-    verifier, not a replacement. It never authorises anything.
+    actually completed; and an answer that says it was *not* while one of them did
+    complete is the opposite lie, refused too. It cannot judge meaning, so it is a floor
+    under a model-based verifier, not a replacement. It never authorises anything.
     """
 
     def __init__(self, *, write_tools: Iterable[str] = (), small_number: int = 10) -> None:
@@ -177,11 +198,14 @@ class GroundedAnswerVerifier:
                 reasons.append(f"the figure {number} appears in no observation or in the goal")
                 flags.append("ungrounded_figure")
         if self._write_tools and _CLAIM.search(request.answer):
-            claimed = not _NEGATION.search(request.answer)
+            asserted, denied = _claims(request.answer)
             done = any(a.tool in self._write_tools and a.status is ActionStatus.DONE for a in request.actions)
-            if claimed and not done:
+            if asserted and not done:
                 reasons.append("the answer claims a write that did not complete")
                 flags.append("unsupported_claim")
+            if denied and not asserted and done:
+                reasons.append("the answer denies a write that completed")
+                flags.append("denied_completed_write")
         if reasons:
             return Verdict(VerdictDecision.REJECT, tuple(reasons), tuple(sorted(set(flags))))
         return Verdict.accept()

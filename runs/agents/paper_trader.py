@@ -71,12 +71,38 @@ class PaperTraderPlanner:
                     ),
                 ]
             )
-        order = _last_outcome(request, "place_order")
-        if order and order.get("status") == "done" and order.get("output"):
-            filled = json.loads(order["output"])
-            verb = "Bought" if side == "buy" else "Sold"
-            return Plan(final_answer=f"{verb} {quantity} {symbol} at {filled.get('price')}.")
-        return Plan(final_answer=f"The order to {side} {quantity} {symbol} was not placed.")
+        return Plan(final_answer=report(_last_outcome(request, "place_order"), side, quantity, symbol))
+
+
+def report(order: dict[str, Any] | None, side: str, quantity: int, symbol: str) -> str:
+    """What happened to the order, truthfully: filled, settled by a person, or not placed.
+
+    A person who reconciled an unknown outcome as executed may have recorded the
+    brokerage's result (then it is reported like a fill) or not (then the answer says
+    the order went through and its result was not recorded: never "not placed").
+    """
+    verb = "Bought" if side == "buy" else "Sold"
+    if not order or order.get("status") != "done":
+        return f"The order to {side} {quantity} {symbol} was not placed."
+    try:
+        filled = json.loads(order["output"]) if order.get("output") else {}
+    except ValueError:
+        filled = {}
+    filled = filled if isinstance(filled, dict) else {}
+    details = []
+    if filled.get("price") is not None:
+        details.append(f"at {filled['price']}")
+    if isinstance(filled.get("order_id"), str):
+        details.append(f"(order {filled['order_id']})")
+    if order.get("settled_by") and not filled:
+        who = order["settled_by"]
+        return (
+            f"{verb} {quantity} {symbol}: {who} confirmed the order went through;"
+            " its result was not recorded."
+        )
+    if order.get("settled_by"):
+        details.append(f"as recorded by {order['settled_by']}")
+    return " ".join([f"{verb} {quantity} {symbol}", *details]).rstrip() + "."
 
 
 def _last_outcome(request: PlanRequest, tool: str) -> dict[str, Any] | None:

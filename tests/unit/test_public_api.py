@@ -102,6 +102,7 @@ def test_seed_signatures_of_the_loop_methods():
         "trace_id",
         "stop",
     ]
+    # The documented parameters, then the optional keyword ``result`` (the downstream record).
     assert list(inspect.signature(Loop.reconcile).parameters) == [
         "self",
         "tenant_id",
@@ -110,7 +111,9 @@ def test_seed_signatures_of_the_loop_methods():
         "executed",
         "by",
         "note",
+        "result",
     ]
+    assert inspect.signature(Loop.reconcile).parameters["result"].default is None
 
 
 def test_the_engine_imports_without_django_or_any_extra():
@@ -232,6 +235,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "DuplicateApproverError",
         "GatewayError",
         "InvalidArgumentsError",
+        "InvalidResultError",
         "KeelgateError",
         "KeyNotOwnedError",
         "LeaseLostError",
