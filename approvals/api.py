@@ -146,9 +146,11 @@ def list_unknown_outcomes(
     response=responses({200: UnknownOutcomeOut}, WRITE_ERRORS),
     summary="Reconcile an unknown outcome",
     description=(
-        "Say whether the call took effect (`executed`), with a `note` saying how you know. "
-        "409 `approval_already_decided` (naming who) if it was settled, `call_may_be_running` "
-        "while its lease lasts; 403 below the reconciler role."
+        "Say whether the call took effect (`executed`, a JSON boolean), with a `note` saying how "
+        "you know and, if it did, optionally the `result` you found downstream (a JSON object). "
+        "409 `outcome_already_settled` (naming who) if it was settled, `call_may_be_running` "
+        "while its lease lasts; 422 `result_invalid` for a result on a call that did not run; "
+        "403 below the reconciler role."
     ),
 )
 def reconcile(
@@ -166,5 +168,6 @@ def reconcile(
         user=caller.user,
         executed=payload.executed,
         note=payload.note,
+        result=payload.result,
     )
     return unknown_outcome_out(item)

@@ -1,6 +1,6 @@
 """Wire formats of the inbox API: inputs (``extra="forbid"``) and outputs, separate classes.
 
-A proposed call's arguments are untrusted: they are returned as JSON text, never
+A proposed call's arguments are untrusted: they are returned as JSON values, never
 interpreted.
 """
 
@@ -10,9 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from sitekit.api import INPUT, JsonObject, json_value
 
 __all__ = [
     "ApprovalOut",
@@ -26,7 +27,7 @@ __all__ = [
     "unknown_outcome_out",
 ]
 
-_IN = ConfigDict(extra="forbid")
+_IN = INPUT
 _TEXT = r"^[^\x00]*$"
 _SAYS_SOMETHING = r"^[^\x00]*[^\x00\s][^\x00]*$"
 """A note must hold more than whitespace (and no NUL)."""
@@ -53,8 +54,15 @@ class ReconcileIn(Schema):
 
     model_config = _IN
 
-    executed: bool
+    executed: bool = Field(description="true or false: a JSON boolean, nothing else.")
     note: str = Field(min_length=1, max_length=2_000, pattern=_SAYS_SOMETHING, description="How you know.")
+    result: JsonObject | None = Field(
+        None,
+        description=(
+            "What you found downstream (executed only), e.g. the order id: a JSON object of at "
+            "most 16 KiB. The planner reads it as the call's untrusted output."
+        ),
+    )
 
 
 class VoteOut(BaseModel):
@@ -73,7 +81,7 @@ class ApprovalOut(BaseModel):
     action_id: str
     agent: str
     tool: str
-    arguments: str = Field(description="The proposed arguments as JSON text. Untrusted.")
+    arguments: Any = Field(description="The proposed arguments (a JSON value). Untrusted.")
     reason: str
     required: int = Field(description="Distinct approvers needed.")
     votes: list[VoteOut]
@@ -100,7 +108,7 @@ class UnknownOutcomeOut(BaseModel):
     action_id: str
     agent: str
     tool: str
-    arguments: str = Field(description="The call's arguments as JSON text. Untrusted.")
+    arguments: Any = Field(description="The call's arguments (a JSON value). Untrusted.")
     idempotency_key: str = Field(description="Look the call up downstream by this key.")
     code: str | None
     detected_at: datetime
@@ -135,7 +143,7 @@ def approval_out(row: Approval) -> ApprovalOut:
         action_id=row.action_id,
         agent=row.agent,
         tool=row.tool,
-        arguments=row.arguments,
+        arguments=json_value(row.arguments),
         reason=row.reason,
         required=row.required,
         votes=_votes(row.votes),
@@ -156,7 +164,7 @@ def unknown_outcome_out(row: UnknownOutcome) -> UnknownOutcomeOut:
         action_id=row.action_id,
         agent=row.agent,
         tool=row.tool,
-        arguments=row.arguments,
+        arguments=json_value(row.arguments),
         idempotency_key=row.idempotency_key,
         code=row.code or None,
         detected_at=row.detected_at,

@@ -8,13 +8,20 @@ lock makes the second wait and then see the first decision, so exactly one takes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError, NoteRequiredError
+from keelgate.errors import (
+    AlreadyDecidedError,
+    ApprovalExpiredError,
+    KeelgateError,
+    NoteRequiredError,
+    OutcomeAlreadySettledError,
+)
 from runs.engine.loops import build_loop
 from runs.services import run_requeue
 from sitekit.db import unique_or_none
@@ -60,9 +67,19 @@ def approval_decide(
 
 
 def unknown_reconcile(
-    *, tenant_id: str, item_id: int, user: Any, executed: bool, note: str
+    *,
+    tenant_id: str,
+    item_id: int,
+    user: Any,
+    executed: bool,
+    note: str,
+    result: Mapping[str, Any] | None = None,
 ) -> UnknownOutcome:
-    """Settle an unknown outcome as executed or not, as ``user``, with a required note."""
+    """Settle an unknown outcome as executed or not, as ``user``, with a required note.
+
+    ``result`` is what the person found downstream (executed only): the planner reads it
+    as the call's output. Settled already: OutcomeAlreadySettledError naming who.
+    """
     require_role(user, tenant_id, Role.RECONCILER)
     if not note.strip():
         raise NoteRequiredError()
@@ -73,10 +90,10 @@ def unknown_reconcile(
         if item is None:
             raise NotFoundError()
         if item.settled:
-            raise AlreadyDecidedError(item.settled_by)
+            raise OutcomeAlreadySettledError(item.settled_by)
         by = user.get_username()
         build_loop(item.agent).reconcile_now(
-            tenant_id, item.run_id, item.action_id, executed=executed, by=by, note=note
+            tenant_id, item.run_id, item.action_id, executed=executed, by=by, note=note, result=result
         )
         item.refresh_from_db()
         run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by)

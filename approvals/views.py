@@ -33,6 +33,7 @@ from keelgate.errors import (
     ApprovalExpiredError,
     CallMayBeRunningError,
     DuplicateApproverError,
+    InvalidResultError,
     KeelgateError,
     NoteRequiredError,
     NotReconcilableError,
@@ -214,7 +215,8 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
     entry = unknown_entry(row, role=by_tenant[row.tenant_id].role)
     executed_text = request.POST.get("executed", "")
     note = request.POST.get("note", "")
-    values = {"executed": executed_text, "note": note}
+    result_text = request.POST.get("result", "").strip()
+    values = {"executed": executed_text, "note": note, "result": result_text}
     if executed_text not in ("yes", "no"):
         return _reply(
             request, entry, 400, "error", "Say whether the call was executed.", keep=True, values=values
@@ -223,6 +225,12 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
         return _reply(
             request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
         )
+    result, problem = _json_object(result_text)
+    if problem:
+        return _reply(request, entry, 400, "error", problem, keep=True, values=values)
+    if result is not None and executed_text != "yes":
+        text = "A result is only recorded for a call that was executed."
+        return _reply(request, entry, 400, "error", text, keep=True, values=values)
     try:
         unknown_reconcile(
             tenant_id=row.tenant_id,
@@ -230,9 +238,12 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
             user=request.user,
             executed=executed_text == "yes",
             note=note,
+            result=result,
         )
     except NoteRequiredError:
         return _reply(request, entry, 400, "error", "A note is required.", keep=True, values=values)
+    except InvalidResultError as exc:
+        return _reply(request, entry, 400, "error", f"{exc.message} ({exc.detail})", keep=True, values=values)
     except AlreadyDecidedError as exc:
         return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
     except CallMayBeRunningError as exc:
@@ -243,7 +254,27 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
     except (NotReconcilableError, KeelgateError) as exc:
         return _reply(request, entry, 409, "error", exc.message)
     verdict = "executed" if executed_text == "yes" else "not executed"
-    return _reply(request, entry, 200, "success", f"Recorded {row.tool} in run {row.run_id} as {verdict}.")
+    recorded = " with the result you found" if result is not None else ""
+    text = f"Recorded {row.tool} in run {row.run_id} as {verdict}{recorded}."
+    return _reply(request, entry, 200, "success", text)
+
+
+RESULT_MAX = 16_384
+
+
+def _json_object(text: str) -> tuple[dict[str, Any] | None, str]:
+    """A reconcile form's result: a JSON object (or nothing), or the reason it is not one."""
+    if not text:
+        return None, ""
+    if len(text) > RESULT_MAX:
+        return None, f"The result is longer than {RESULT_MAX} characters."
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None, 'The result is not JSON: write an object such as {"order_id": "PB-000001"}.'
+    if not isinstance(value, dict):
+        return None, "The result must be a JSON object (in braces), not a list or a single value."
+    return value, ""
 
 
 def _reply(

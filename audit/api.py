@@ -26,23 +26,31 @@ from tenants.api_auth import API_AUTH, TenantQuery, caller_of
 
 router = Router(tags=["audit"], auth=API_AUTH)
 
+KIND = r"^[a-z][a-z0-9_.]{0,63}$"
+"""The shape of an audit event kind (``loop.reconciled``)."""
+
 
 @router.get(
     "/audit/events",
     response=responses({200: AuditPageOut}, READ_ERRORS),
     summary="List audit events",
-    description="The tenant's chain, oldest first, after `after_seq`.",
+    description=(
+        "The tenant's chain, oldest first, after `after_seq`; only events of one `kind` "
+        "(e.g. `loop.reconciled`) when given."
+    ),
 )
 def list_events(
     request: HttpRequest,
     after_seq: Annotated[int, Query(0, ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(100, ge=1, le=500)] = 100,
+    kind: Annotated[str, Query(None, pattern=KIND, description="Only events of this kind.")] = None,  # noqa: RUF013
     tenant: TenantQuery = None,
 ) -> AuditPageOut:
     caller = caller_of(request, tenant)
-    rows = list(
-        EventRow.objects.filter(tenant_id=caller.tenant_id, seq__gt=after_seq).order_by("seq")[: limit + 1]
-    )
+    events = EventRow.objects.filter(tenant_id=caller.tenant_id, seq__gt=after_seq)
+    if kind:
+        events = events.filter(kind=kind)
+    rows = list(events.order_by("seq")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     return AuditPageOut(items=[event_out(r) for r in rows], next_after_seq=rows[-1].seq if more else None)

@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from audit.models import AuditEvent as EventRow
 from keelgate.audit import ChainReport
+from sitekit.api import INPUT
 
 __all__ = [
     "AuditEventOut",
@@ -72,7 +73,7 @@ class ChainDigestOut(BaseModel):
 class ChainDigestIn(Schema):
     """A digest from ``GET /audit/head``, to check the chain still holds it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = INPUT
 
     tenant_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
     seq: int = Field(ge=1, le=2**63 - 1)

@@ -31,6 +31,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   ├── CallMayBeRunningError      call_may_be_running
             │   ├── ApprovalError              approval_invalid
             │   │   ├── AlreadyDecidedError    approval_already_decided
+            │   │   │   └── OutcomeAlreadySettledError outcome_already_settled
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
             │   │   └── NoteRequiredError      note_required [422]
@@ -78,6 +79,7 @@ __all__ = [
     "NotReconcilableError",
     "NotReplayableError",
     "NoteRequiredError",
+    "OutcomeAlreadySettledError",
     "OutcomeUnknownError",
     "PlannerError",
     "RunError",
@@ -230,6 +232,13 @@ class AlreadyDecidedError(ApprovalError):
 
     code = "approval_already_decided"
     message = "That item was already settled."
+
+
+class OutcomeAlreadySettledError(AlreadyDecidedError):
+    """Somebody settled the unknown outcome first; ``detail`` names who."""
+
+    code = "outcome_already_settled"
+    message = "That outcome was already settled."
 
 
 class DuplicateApproverError(ApprovalError):

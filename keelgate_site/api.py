@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
@@ -130,17 +131,48 @@ def unexpected_error(request: HttpRequest, exc: Exception) -> HttpResponse:
     return _error(request, 500, "internal_error", INTERNAL)
 
 
-def with_json_405(urls: Any) -> Any:
-    """``api.urls`` with ninja's bare 405 (a known path, another method) worded as the API's errors."""
+def guarded(urls: Any) -> Any:
+    """``api.urls`` answering two things in the API's own error shape, which ninja does not:
+
+    - a query parameter the operation does not declare is 422 ``invalid_input`` (ninja
+      ignores it, so a typo such as ``?stauts=pending`` would silently list everything);
+    - a known path with another method is a JSON 405 (ninja answers a bare one).
+    """
     patterns, app_name, namespace = urls
     for pattern in patterns:
-        pattern.callback = _json_405(pattern.callback)
+        pattern.callback = _guard(pattern.callback)
     return patterns, app_name, namespace
 
 
-def _json_405(view: Any) -> Any:
+@functools.cache
+def _declared_query() -> dict[tuple[str, str], frozenset[str]]:
+    """Each operation's query parameters, from the API's own OpenAPI document."""
+    declared = {}
+    for path, operations in api.get_openapi_schema()["paths"].items():
+        for method, operation in operations.items():
+            names = {p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"}
+            declared[(path, method.upper())] = frozenset(names)
+    return declared
+
+
+def _unknown_query(request: HttpRequest) -> list[str]:
+    match = request.resolver_match
+    if match is None or not request.GET:
+        return []
+    path = "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", match.route)
+    declared = _declared_query().get((path, request.method or ""))
+    if declared is None:
+        return []
+    return sorted(set(request.GET) - declared)
+
+
+def _guard(view: Any) -> Any:
     @functools.wraps(view)  # keeps csrf_exempt and ninja's markers
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        unknown = _unknown_query(request)
+        if unknown:
+            names = ", ".join(re.sub(r"[^\w.-]", "?", name[:40]) for name in unknown[:5])
+            return _error(request, 422, "invalid_input", f"{INVALID_INPUT}: unknown query parameter {names}.")
         response = view(request, *args, **kwargs)
         if response.status_code == 405 and not response.get("Content-Type", "").startswith(
             "application/json"

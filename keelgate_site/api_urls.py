@@ -3,10 +3,10 @@
 from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from keelgate_site.api import api, api_not_found, with_json_405
+from keelgate_site.api import api, api_not_found, guarded
 
 urlpatterns = [
-    path("", with_json_405(api.urls)),
+    path("", guarded(api.urls)),
     # Last: a path no operation matches is still answered in the API's JSON error shape.
     re_path(r"^.*$", csrf_exempt(api_not_found)),
 ]

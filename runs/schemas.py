@@ -1,7 +1,7 @@
 """Wire formats of the runs API: inputs (``extra="forbid"``) and outputs, separate classes.
 
 Tool arguments and outputs, the planner's rationale and final answer are untrusted:
-they are returned as JSON text or plain strings, never interpreted by the API.
+they are returned as JSON values or plain strings, never interpreted by the API.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field
 
-from keelgate.canonical import canonical_json
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
 from runs.selectors import TimelineEntry
+from sitekit.api import INPUT, json_value
 
 __all__ = [
     "ACTION_ID",
@@ -40,7 +40,7 @@ RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 ACTION_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 AGENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 _TEXT = r"^[^\x00]*$"
-_IN = ConfigDict(extra="forbid")
+_IN = INPUT
 
 
 # -- inputs ------------------------------------------------------------------------------
@@ -66,7 +66,7 @@ class RunStartIn(Schema):
     """Start a run of a registered agent on a goal."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"agent": "paper-trader", "goal": "buy 10 ACME"}]}
+        **INPUT, json_schema_extra={"examples": [{"agent": "paper-trader", "goal": "buy 10 ACME"}]}
     )
 
     agent: str = Field(pattern=AGENT, max_length=64, description="A registered agent's name.")
@@ -158,7 +158,7 @@ class ActionOut(BaseModel):
     action_id: str
     iteration: int
     tool: str
-    arguments: str = Field(description="The proposed arguments as JSON text. Untrusted.")
+    arguments: Any = Field(description="The proposed arguments (a JSON value). Untrusted.")
     idempotency_key: str
     rationale: str = Field(description="The planner's reason. Untrusted text.")
     side_effect: str | None
@@ -166,7 +166,7 @@ class ActionOut(BaseModel):
     code: str | None = Field(description="The outcome's stable error code, if any.")
     message: str = Field(description="The fixed wording for ``code`` (empty without one).")
     detail: str
-    output: str | None = Field(description="The tool's result as JSON text. Untrusted.")
+    output: Any = Field(description="The tool's result (a JSON value, or null). Untrusted.")
     replayed: bool
     settled_by: str | None
     at: datetime | None
@@ -267,7 +267,7 @@ def action_out(action: PlannedAction) -> ActionOut:
         action_id=action.action_id,
         iteration=action.iteration,
         tool=action.tool,
-        arguments=canonical_json(action.arguments),
+        arguments=action.arguments,
         idempotency_key=action.idempotency_key,
         rationale=action.rationale,
         side_effect=action.side_effect.value if action.side_effect else None,
@@ -275,7 +275,7 @@ def action_out(action: PlannedAction) -> ActionOut:
         code=outcome.code,
         message=outcome.message,
         detail=outcome.detail,
-        output=outcome.output,
+        output=json_value(outcome.output),
         replayed=outcome.replayed,
         settled_by=outcome.settled_by,
         at=outcome.at,

@@ -10,21 +10,24 @@ import base64
 import binascii
 import json
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from django.db.models import Q, QuerySet
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from sitekit.errors import InvalidCursorError
 
 __all__ = [
     "CURSOR",
+    "INPUT",
     "MAX_ID",
     "NO_NUL",
     "READ_ERRORS",
     "SLUG",
     "WRITE_ERRORS",
     "ErrorOut",
+    "JsonObject",
+    "json_value",
     "keyset_page",
     "responses",
 ]
@@ -37,6 +40,37 @@ MAX_ID = 2**63 - 1
 """The largest database id: a bigger number is a validation error, not a database one."""
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
 """The shape of a cursor this API hands out."""
+
+
+INPUT = ConfigDict(extra="forbid", strict=True)
+"""Every API input schema: unknown fields are errors, and nothing is coerced. Lax parsing
+would read ``{"executed": "yes"}`` as a settlement and ``{"max_iterations": true}`` as 1."""
+
+MAX_JSON_OBJECT_BYTES = 16_384
+
+
+def _bounded_object(value: dict[str, Any]) -> dict[str, Any]:
+    if len(json.dumps(value, separators=(",", ":"), allow_nan=False)) > MAX_JSON_OBJECT_BYTES:
+        raise ValueError(f"must be at most {MAX_JSON_OBJECT_BYTES} bytes as JSON")
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_bounded_object)]
+"""A JSON object of at most 16 KiB (a downstream record, edited arguments)."""
+
+
+def json_value(text: str | None) -> Any:
+    """Stored JSON text as the value it holds, for an output schema (None stays None).
+
+    Untrusted values (tool arguments and outputs) leave the API as JSON values, not as
+    JSON strings inside JSON; text that is somehow not JSON is returned as the string.
+    """
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 class ErrorOut(BaseModel):

@@ -29,7 +29,17 @@ __all__ = ["API_AUTH", "ApiKeyBearer", "Caller", "SessionCsrfAuth", "TenantQuery
 
 
 class ApiKeyBearer(HttpBearer):
-    """``Authorization: Bearer kg_<prefix>_<secret>``; also counts the key's rate limit."""
+    """``Authorization: Bearer kg_<prefix>_<secret>``; also counts the key's rate limit.
+
+    The header is parsed here rather than by ninja's ``HttpBearer``, which logs a header
+    of another scheme whole ("Unexpected auth - 'Token kg_...'"): a secret in a log.
+    """
+
+    def __call__(self, request: HttpRequest) -> VerifiedKey | None:
+        scheme, _, token = request.headers.get(self.header, "").partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token:
+            return None
+        return self.authenticate(request, token.strip())
 
     def authenticate(self, request: HttpRequest, token: str) -> VerifiedKey | None:
         verified = api_key_verify(token=token)

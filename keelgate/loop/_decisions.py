@@ -29,6 +29,7 @@ from keelgate.errors import (
     KeyNotOwnedError,
     NoteRequiredError,
     NotReconcilableError,
+    OutcomeAlreadySettledError,
 )
 from keelgate.gateway import SideEffect
 from keelgate.idempotency import KeyStatus
@@ -198,7 +199,7 @@ class DecisionsMixin:
             raise ActionNotFoundError(action_id)
         if action.status is not ActionStatus.UNKNOWN:
             if action.outcome.settled_by:
-                raise AlreadyDecidedError(action.outcome.settled_by)
+                raise OutcomeAlreadySettledError(action.outcome.settled_by)
             raise NotReconcilableError(f"{action_id} is {action.status.value}")
         running_until = self._may_be_running(state, action)
         if running_until is not None:

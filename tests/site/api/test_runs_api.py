@@ -112,10 +112,10 @@ def test_a_run_reads_with_its_actions_usage_and_stop_reason(client, pending):
     assert body["status"] == "waiting" and body["stop_reason"] == "approval_pending"
     assert body["resumable"] is False and body["usage"]["model_calls"] >= 1
     order = next(a for a in body["actions"] if a["tool"] == "place_order")
-    assert order["status"] == "awaiting_approval" and isinstance(order["arguments"], str)
-    assert '"quantity":10' in order["arguments"] and order["approval"]["required"] == 1
+    assert order["status"] == "awaiting_approval" and order["arguments"]["symbol"] == "ACME"
+    assert order["arguments"]["quantity"] == 10 and order["approval"]["required"] == 1
     quote = next(a for a in body["actions"] if a["tool"] == "get_quote")
-    assert quote["status"] == "done" and isinstance(quote["output"], str)
+    assert quote["status"] == "done" and quote["output"] == {"price": 101.5, "symbol": "ACME"}
 
 
 def test_a_missing_run_and_a_malformed_run_id_are_404_and_422(client):

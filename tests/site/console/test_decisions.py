@@ -221,3 +221,36 @@ def test_approving_an_expired_approval_is_refused(people, brokerage_path, settin
     # The expiry itself is saved and audited at once, and the run goes on without the call.
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.EXPIRED
     assert Run.objects.get(run_id="x2").status == RunStatus.QUEUED
+
+
+def test_the_reconcile_form_takes_the_result_found_downstream(unknown, as_user):
+    """A JSON object is recorded as the call's output; bad JSON or a list keeps the typed text, 400."""
+    from django.utils.html import escape
+
+    from runs.engine.stores import DjangoCheckpointStore
+
+    client = as_user("rita")
+    url = f"/unknown/{unknown.pk}/reconcile/"
+    entry = PaperBrokerage().entry(unknown.idempotency_key)
+    assert entry is not None  # the brokerage failed after executing
+    for bad, says in [
+        ('{"order_id": ', "The result is not JSON"),
+        ('["PB-000001"]', "must be a JSON object"),
+    ]:
+        response = client.post(url, {"executed": "yes", "note": "seen", "result": bad}, **HTMX)
+        body = response.content.decode()
+        assert response.status_code == 400 and says in body
+        assert 'value="seen"' in body and escape(bad) in body  # what was typed is kept, escaped
+    not_run = client.post(url, {"executed": "no", "note": "seen", "result": '{"a": 1}'}, **HTMX)
+    assert (
+        not_run.status_code == 400
+        and "only recorded for a call that was executed" in not_run.content.decode()
+    )
+    assert not UnknownOutcome.objects.get(pk=unknown.pk).settled
+    record = f'{{"order_id": "{entry.result["order_id"]}", "price": {entry.result["price"]}}}'
+    response = client.post(url, {"executed": "yes", "note": "in the ledger", "result": record}, **HTMX)
+    assert response.status_code == 200 and "with the result you found" in response.content.decode()
+    drain()
+    state = DjangoCheckpointStore().load("t1", "u1")
+    assert entry.result["order_id"] in state.final_answer and "rita" in state.final_answer
+    assert Run.objects.get(run_id="u1").status == RunStatus.DONE

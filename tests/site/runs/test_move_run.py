@@ -105,7 +105,7 @@ def test_a_run_checkpointed_by_the_engine_resumes_in_the_django_stores(operator,
     run.refresh_from_db()
     assert run.status == RunStatus.DONE and run.stop_reason == "goal_reached"
     final = DjangoCheckpointStore().load("t1", "moved")
-    assert final.phase is Phase.DONE and final.final_answer == "Bought 4 ACME at 101.5."
+    assert final.phase is Phase.DONE and final.final_answer == "Bought 4 ACME at 101.5 (order PB-000001)."
     order = next(a for a in final.actions if a.tool == "place_order")
     assert order.status is ActionStatus.DONE and not order.outcome.replayed
     assert [(e.key, e.executions, e.replays) for e in PaperBrokerage().ledger()] == [
