@@ -75,8 +75,10 @@ def get_approval(
     summary="Approve a proposed call",
     description=(
         "Your approval, with an optional note. The item stays pending while a four-eyes rule "
-        "needs another person. 409 `approval_already_decided` (naming who) if it was settled, "
-        "`approval_duplicate_approver` if you already approved; 403 for a viewer."
+        "needs another person. With `arguments_hash` the approval is bound to what you saw "
+        "(409 `approval_stale` otherwise); with `arguments` you edit the call first and the "
+        "answer is the edited call's approval. 409 `approval_already_decided` (naming who) if "
+        "it was settled, `approval_duplicate_approver` if you already approved; 403 for a viewer."
     ),
 )
 def approve(
@@ -93,6 +95,8 @@ def approve(
         user=caller.user,
         decision="approve",
         note=payload.note if payload is not None else "",
+        arguments=payload.arguments if payload is not None else None,
+        seen=payload.arguments_hash if payload is not None else None,
     )
     return approval_out(row)
 

@@ -39,6 +39,12 @@ class Approval(models.Model):
     decided_by = models.CharField(max_length=150, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True)
+    arguments_hash = models.CharField(max_length=64, blank=True)
+    """``canonical_sha256`` of the arguments: an approval names the hash it was given for."""
+    edit_of = models.CharField(max_length=64, blank=True)
+    """The action this one replaces (a person edited its arguments), or empty."""
+    replaced_by = models.CharField(max_length=64, blank=True)
+    """The edited action that replaced this one, or empty."""
 
     class Meta:
         constraints = [

@@ -13,7 +13,7 @@ from typing import Any
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from keelgate.canonical import canonical_json
+from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.loop import ActionStatus, LoopState, PlannedAction
 
 _SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
@@ -58,6 +58,9 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
         "decided_by": decided_by,
         "decided_at": decided_at,
         "note": approval.note,
+        "arguments_hash": approval.arguments_hash or canonical_sha256(action.arguments),
+        "edit_of": approval.edit_of or "",
+        "replaced_by": approval.replaced_by or "",
     }
 
 

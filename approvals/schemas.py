@@ -34,11 +34,28 @@ _SAYS_SOMETHING = r"^[^\x00]*[^\x00\s][^\x00]*$"
 
 
 class ApproveIn(Schema):
-    """Approve, with an optional note."""
+    """Approve, with an optional note; optionally bound to what you saw, or edited first."""
 
     model_config = _IN
 
     note: str = Field("", max_length=2_000, pattern=_TEXT)
+    arguments_hash: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description=(
+            "The `arguments_hash` of the approval you were shown: if the call has other "
+            "arguments now, 409 `approval_stale` and nothing is approved."
+        ),
+    )
+    arguments: JsonObject | None = Field(
+        None,
+        description=(
+            "Edited arguments: validated against the tool's schema (422 "
+            "`edited_arguments_invalid` naming the fields). The original call is denied as "
+            "edited by you and never runs; the edited call gets its own idempotency key and "
+            "your approval. The same arguments as proposed are a plain approval."
+        ),
+    )
 
 
 class DenyIn(Schema):
@@ -91,6 +108,9 @@ class ApprovalOut(BaseModel):
     decided_by: str | None
     decided_at: datetime | None
     note: str
+    arguments_hash: str = Field(description="Send it back as `arguments_hash` to approve exactly these.")
+    edit_of: str | None = Field(description="The action this edited call replaces, if any.")
+    replaced_by: str | None = Field(description="The edited call that replaced this one, if any.")
 
 
 class ApprovalPageOut(BaseModel):
@@ -153,6 +173,9 @@ def approval_out(row: Approval) -> ApprovalOut:
         decided_by=row.decided_by or None,
         decided_at=row.decided_at,
         note=row.note,
+        arguments_hash=row.arguments_hash,
+        edit_of=row.edit_of or None,
+        replaced_by=row.replaced_by or None,
     )
 
 

@@ -33,9 +33,21 @@ Decision = Literal["approve", "deny"]
 
 
 def approval_decide(
-    *, tenant_id: str, approval_id: int, user: Any, decision: Decision, note: str = ""
+    *,
+    tenant_id: str,
+    approval_id: int,
+    user: Any,
+    decision: Decision,
+    note: str = "",
+    arguments: Mapping[str, Any] | None = None,
+    seen: str | None = None,
 ) -> Approval:
-    """Approve or deny one pending approval as ``user``."""
+    """Approve or deny one pending approval as ``user``.
+
+    ``seen`` is the hash of the arguments the person was shown (the card's, the API
+    caller's): other arguments are ApprovalStaleError. ``arguments`` edits the call
+    before approving it: the answer is then the edited call's approval, a new row.
+    """
     require_role(user, tenant_id, Role.APPROVER)
     if decision == "deny" and not note.strip():
         raise NoteRequiredError()
@@ -52,7 +64,15 @@ def approval_decide(
         expired = False
         try:
             if decision == "approve":
-                loop.approve(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+                loop.approve(
+                    tenant_id,
+                    approval.run_id,
+                    approval.action_id,
+                    by=by,
+                    note=note,
+                    arguments=arguments,
+                    seen=seen,
+                )
             else:
                 loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
         except ApprovalExpiredError:
@@ -61,6 +81,10 @@ def approval_decide(
         approval.refresh_from_db()
         if approval.status != ApprovalStatus.PENDING:
             run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
+        if approval.replaced_by:
+            approval = Approval.objects.get(
+                tenant_id=tenant_id, run_id=approval.run_id, action_id=approval.replaced_by
+            )
     if expired:
         raise ApprovalExpiredError(str(approval_id))
     return approval

@@ -12,7 +12,7 @@ the functions that build them take a role and a username, not a request.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from django.contrib import messages
@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from approvals.edit_form import PREFIX, EditField, edit_fields, parse_edit
 from approvals.models import Approval, UnknownOutcome
 from approvals.selectors import approval_get, approvals_for, inbox_counts, unknown_outcomes_for
 from approvals.services import approval_decide, unknown_reconcile
@@ -31,13 +32,16 @@ from keelgate.errors import (
     AlreadyDecidedError,
     ApprovalError,
     ApprovalExpiredError,
+    ApprovalStaleError,
     CallMayBeRunningError,
     DuplicateApproverError,
+    EditInvalidError,
     InvalidResultError,
     KeelgateError,
     NoteRequiredError,
     NotReconcilableError,
 )
+from runs.agents import tool_schema
 from sitekit.errors import ForbiddenError, NotFoundError
 from sitekit.pages import console_page
 from tenants.models import ROLE_RANK, Role
@@ -69,6 +73,8 @@ class InboxEntry:
     """Approver (approvals) or reconciler (unknown outcomes) in the item's tenant."""
     voted: bool = False
     """This user already approved (four-eyes: someone else must add the second approval)."""
+    fields: tuple[EditField, ...] = ()
+    """The proposed arguments as an "edit, then approve" form (empty when the schema is unknown)."""
 
     @property
     def dom_id(self) -> str:
@@ -83,7 +89,19 @@ class InboxEntry:
 def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEntry:
     """An approval as ``username`` (with ``role`` in its tenant) sees it."""
     voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
-    return InboxEntry("approval", row, can_act=role_allows(role, Role.APPROVER), voted=voted)
+    can_act = role_allows(role, Role.APPROVER)
+    fields = tuple(_edit_fields(row)) if can_act and not voted else ()
+    return InboxEntry("approval", row, can_act=can_act, voted=voted, fields=fields)
+
+
+def _edit_fields(row: Approval) -> list[EditField]:
+    """The edit form of a card; none (the card still renders) if the agent or schema is gone."""
+    try:
+        arguments = json.loads(row.arguments)
+        schema = tool_schema(row.agent, row.tool)
+    except (ValueError, KeelgateError):
+        return []
+    return edit_fields(schema, arguments if isinstance(arguments, dict) else {})
 
 
 def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
@@ -168,16 +186,36 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
     username = request.user.get_username()
     note = request.POST.get("note", "")
     entry = approval_entry(row, role=role, username=username)
+    values = {k: str(v) for k, v in request.POST.items() if k.startswith(PREFIX)}
     if len(note) > NOTE_MAX:
         return _reply(
             request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
         )
+    seen = request.POST.get("arguments_hash") or None
+    arguments = None
+    if decision == "approve" and request.POST.get("edit") == "1":
+        arguments, problems = parse_edit(list(entry.fields), request.POST)
+        if problems or not entry.fields:
+            text = "The edit cannot be read: " + ("; ".join(problems) or "no form for this tool") + "."
+            return _reply(request, entry, 400, "error", text, keep=True, values=values)
     try:
         decided = approval_decide(
-            tenant_id=row.tenant_id, approval_id=row.pk, user=request.user, decision=decision, note=note
+            tenant_id=row.tenant_id,
+            approval_id=row.pk,
+            user=request.user,
+            decision=decision,
+            note=note,
+            arguments=arguments,
+            seen=seen,
         )
     except NoteRequiredError:
         return _reply(request, entry, 400, "error", "A reason is required to deny.", keep=True)
+    except EditInvalidError as exc:
+        text = f"The edited arguments do not fit the tool: {exc.detail}."
+        return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    except ApprovalStaleError:
+        text = "The call changed since this page was loaded: nothing was approved. Check it again."
+        return _reply(request, entry, 409, "warning", text, keep=True, values=values)
     except AlreadyDecidedError as exc:
         return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
     except DuplicateApproverError:
@@ -195,9 +233,14 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
     if decided.status == "pending":
         left = decided.required - len(decided.votes)
         text = f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
+        if decided.edit_of:
+            text = f"Your edit is recorded and approved by you: {left} more approver needed for it."
         return _reply(
             request, approval_entry(decided, role=role, username=username), 200, "info", text, keep=True
         )
+    if decided.edit_of:
+        text = f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
+        return _reply(request, entry, 200, "success", text)
     verb = "Approved" if decision == "approve" else "Denied"
     return _reply(
         request, entry, 200, "success", f"{verb} {row.tool} in run {row.run_id}: the run is queued."
@@ -287,7 +330,13 @@ def _reply(
     keep: bool = False,
     values: dict[str, str] | None = None,
 ) -> HttpResponse:
-    """htmx: the item (or nothing, removing it) plus a flash; otherwise a redirect back."""
+    """htmx: the item (or nothing, removing it) plus a flash; otherwise a redirect back.
+
+    ``values`` are what the person typed: a kept form shows them again, not the proposal.
+    """
+    if values and entry.fields:
+        typed = tuple(replace(f, value=values.get(f.input_name, f.value)) for f in entry.fields)
+        entry = replace(entry, fields=typed)
     if request.headers.get("HX-Request") == "true":
         error = text if status == 400 else ""
         item = render_entry(entry, request=request, error=error, values=values) if keep else ""

@@ -76,6 +76,8 @@ class ApprovalVote(BaseModel):
     by: str
     at: datetime
     note: str = ""
+    arguments_hash: str = ""
+    """``canonical_sha256`` of the arguments this person approved (empty in older checkpoints)."""
 
 
 class ApprovalState(BaseModel):
@@ -93,15 +95,19 @@ class ApprovalState(BaseModel):
     denied_at: datetime | None = None
     note: str = ""
     expired: bool = False
+    arguments_hash: str = ""
+    """``canonical_sha256`` of the arguments the approval is for: a vote for other
+    arguments never counts, and the gateway refuses to run different ones."""
+    edit_of: str | None = None
+    """The action this one replaces: a person edited its arguments before approving."""
+    replaced_by: str | None = None
+    """The action that replaces this one (this one was denied by the edit)."""
 
     @property
     def granted(self) -> bool:
-        """Enough distinct people approved and nobody denied."""
-        return (
-            self.denied_by is None
-            and not self.expired
-            and (len({v.by for v in self.approvals}) >= self.required)
-        )
+        """Enough distinct people approved these very arguments and nobody denied."""
+        votes = {v.by for v in self.approvals if v.arguments_hash in ("", self.arguments_hash)}
+        return self.denied_by is None and not self.expired and len(votes) >= self.required
 
     @property
     def settled(self) -> bool:

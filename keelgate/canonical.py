@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_bytes", "canonical_json"]
+__all__ = ["canonical_bytes", "canonical_json", "canonical_sha256"]
 
 
 def canonical_json(value: Any) -> str:
@@ -16,3 +17,9 @@ def canonical_json(value: Any) -> str:
 def canonical_bytes(value: Any) -> bytes:
     """:func:`canonical_json` encoded as UTF-8."""
     return canonical_json(value).encode("utf-8")
+
+
+def canonical_sha256(value: Any) -> str:
+    """The SHA-256 (hex) of :func:`canonical_bytes`: the identity of a value, such as the
+    arguments an approval was given for."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()

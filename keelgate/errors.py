@@ -34,6 +34,8 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   │   └── OutcomeAlreadySettledError outcome_already_settled
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
+            │   │   ├── ApprovalStaleError     approval_stale
+            │   │   ├── EditInvalidError       edited_arguments_invalid [422]
             │   │   └── NoteRequiredError      note_required [422]
             │   ├── InvalidResultError         result_invalid [422]
             │   └── NotReplayableError         not_replayable
@@ -63,6 +65,7 @@ __all__ = [
     "ApprovalDeniedError",
     "ApprovalError",
     "ApprovalExpiredError",
+    "ApprovalStaleError",
     "CallMayBeRunningError",
     "ChainBrokenError",
     "ConfigurationError",
@@ -70,6 +73,7 @@ __all__ = [
     "CostUnknownError",
     "CrashFailpoint",
     "DuplicateApproverError",
+    "EditInvalidError",
     "GatewayError",
     "InvalidArgumentsError",
     "InvalidResultError",
@@ -253,6 +257,21 @@ class ApprovalExpiredError(ApprovalError):
 
     code = "approval_expired"
     message = "The approval expired before it was decided; the action was denied."
+
+
+class ApprovalStaleError(ApprovalError):
+    """The approver saw other arguments than the call has: their approval is not for it."""
+
+    code = "approval_stale"
+    message = "The approval names other arguments than the call has; reload and decide again."
+
+
+class EditInvalidError(ApprovalError):
+    """Edited arguments that fail the tool's schema; ``detail`` names the fields."""
+
+    code = "edited_arguments_invalid"
+    message = "The edited arguments do not match the tool's schema."
+    http_status = 422
 
 
 class NoteRequiredError(ApprovalError):

@@ -20,11 +20,12 @@ from pydantic import BaseModel, ValidationError
 from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
 from keelgate._types import ActionStatus, SideEffect
 from keelgate.audit import AuditLog
-from keelgate.canonical import canonical_json
+from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.clock import Clock, SystemClock
 from keelgate.commits import CommitGroup, shared_group
 from keelgate.errors import (
     ApprovalDeniedError,
+    ApprovalError,
     ApprovalExpiredError,
     ConfigurationError,
     InvalidArgumentsError,
@@ -136,8 +137,17 @@ class Gateway:
                     reason=requirement.reason,
                     requested_at=now,
                     expires_at=now + requirement.expires_after if requirement.expires_after else None,
+                    arguments_hash=canonical_sha256(action.arguments),
                 )
                 self._audit(ctx, "approval.requested", action, required=approval.required)
+            if approval.arguments_hash and approval.arguments_hash != canonical_sha256(action.arguments):
+                # Approved for other arguments (an edited checkpoint): never run these on it.
+                return self._finish(
+                    ctx,
+                    action,
+                    _error(ApprovalError("the arguments are not the ones approved"), ActionStatus.DENIED),
+                    approval,
+                )
             if approval.denied_by is not None:
                 return self._finish(
                     ctx,

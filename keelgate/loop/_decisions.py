@@ -15,16 +15,20 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from keelgate._state import ActionOutcome, ApprovalVote, LoopState, PlannedAction
+from pydantic import ValidationError
+
+from keelgate._state import ActionOutcome, ApprovalState, ApprovalVote, LoopState, PlannedAction
 from keelgate._types import ActionStatus
-from keelgate.canonical import canonical_json
+from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.errors import (
     ActionNotFoundError,
     AlreadyDecidedError,
     ApprovalError,
     ApprovalExpiredError,
+    ApprovalStaleError,
     CallMayBeRunningError,
     DuplicateApproverError,
+    EditInvalidError,
     InvalidResultError,
     KeyNotOwnedError,
     NoteRequiredError,
@@ -100,19 +104,43 @@ class DecisionsMixin:
         raise NotImplementedError
 
     @_one_commit
-    def approve(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str = "") -> LoopState:
+    def approve(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        by: str,
+        note: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        seen: str | None = None,
+    ) -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree.
 
         Synchronous, like :meth:`deny` and :meth:`reconcile_now`: a decision is one
         load, one change and one save, and web handlers call it inside their own
         database transaction.
+
+        ``seen`` is the ``canonical_sha256`` of the arguments the person was shown: if the
+        call has others, :class:`~keelgate.errors.ApprovalStaleError` and nothing changes.
+        With ``arguments`` that differ from the proposal, the person approves an edited
+        call instead (:meth:`_approve_edited`); arguments that change nothing are a
+        plain approval.
         """
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None  # _awaiting guarantees it
+        current = canonical_sha256(action.arguments)
+        if seen is not None and seen != current:
+            raise ApprovalStaleError(action_id)
         if any(v.by == by for v in approval.approvals):
             raise DuplicateApproverError(by)
-        approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note))
+        if arguments is not None:
+            edited = self._validated_edit(action, arguments)
+            if edited is not None:
+                return self._approve_edited(state, action, edited, by=by, note=note)
+        approval.arguments_hash = approval.arguments_hash or current
+        approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note, arguments_hash=current))
         if approval.granted:
             action.outcome = ActionOutcome(status=ActionStatus.PENDING, at=self.clock.now())
         self._save(state, active=False)
@@ -128,6 +156,91 @@ class DecisionsMixin:
             note=note,
         )
         return state
+
+    def _validated_edit(self, action: PlannedAction, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The edited arguments if valid and different from the proposal; None if the same."""
+        tool = self.gateway.tool(action.tool)
+        if tool is None:
+            raise EditInvalidError("the tool is not registered")
+        try:
+            # Strict, as JSON: a person's "5" is not the number 5, nor 1 a boolean.
+            text = canonical_json(dict(arguments))
+            edited = tool.arguments.model_validate_json(text, strict=True).model_dump(mode="json")
+        except (TypeError, ValueError) as exc:
+            if not isinstance(exc, ValidationError):
+                raise EditInvalidError("the arguments are not JSON") from exc
+            problems = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()]
+            raise EditInvalidError("; ".join(problems)[:500]) from exc
+        try:
+            proposed = tool.arguments.model_validate(action.arguments).model_dump(mode="json")
+        except ValidationError:
+            proposed = dict(action.arguments)
+        return None if edited == proposed else edited
+
+    def _approve_edited(
+        self, state: LoopState, action: PlannedAction, edited: dict[str, Any], *, by: str, note: str
+    ) -> LoopState:
+        """Deny the proposal as "edited by" ``by`` and write ahead the edited call, approved by them.
+
+        The edited call is a new planned action with a key of its own (derived from its
+        arguments), so the original can never run and a replayed original key cannot
+        stand in for it. Under a two-person rule a second, different person must approve
+        the edited call; the editor's vote counts once.
+        """
+        approval = action.approval
+        assert approval is not None
+        now = self.clock.now()
+        edits = sum(1 for a in state.actions if a.action_id.startswith(f"{action.action_id}.e"))
+        new_id = f"{action.action_id}.e{edits + 1}"
+        reason = f"edited by {by}: {new_id} replaces it"
+        approval.denied_by, approval.denied_at, approval.note = by, now, reason
+        approval.replaced_by = new_id
+        action.outcome = ActionOutcome(
+            status=ActionStatus.DENIED, code="approval_denied", detail=reason, settled_by=by, at=now
+        )
+        edited_hash = canonical_sha256(edited)
+        replacement = PlannedAction(
+            action_id=new_id,
+            iteration=action.iteration,
+            tool=action.tool,
+            arguments=edited,
+            idempotency_key=self._key(state, action.tool, edited),
+            rationale=f"edited by {by} from {action.action_id}",
+            side_effect=action.side_effect,
+            outcome=ActionOutcome(status=ActionStatus.AWAITING_APPROVAL, at=now),
+            approval=ApprovalState(
+                required=approval.required,
+                reason=approval.reason,
+                requested_at=now,
+                expires_at=approval.expires_at,
+                arguments_hash=edited_hash,
+                edit_of=action.action_id,
+                approvals=[ApprovalVote(by=by, at=now, note=note, arguments_hash=edited_hash)],
+            ),
+        )
+        if replacement.approval is not None and replacement.approval.granted:
+            replacement.outcome = ActionOutcome(status=ActionStatus.PENDING, at=now)
+        state.actions.insert(state.actions.index(action) + 1, replacement)
+        self._save(state, active=False)
+        changed = sorted(
+            k for k in set(edited) | set(action.arguments) if edited.get(k) != action.arguments.get(k)
+        )
+        self._audit(
+            state,
+            "approval.edited",
+            actor=by,
+            action_id=action.action_id,
+            new_action_id=new_id,
+            tool=action.tool,
+            original_hash=canonical_sha256(action.arguments),
+            edited_hash=edited_hash,
+            changed=changed,
+            note=note,
+        )
+        return state
+
+    def _key(self, state: LoopState, tool: str, arguments: dict[str, Any]) -> str:
+        raise NotImplementedError
 
     @_one_commit
     def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:

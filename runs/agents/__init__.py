@@ -7,8 +7,10 @@ a decision taken in the console uses the very policy the worker runs under.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -50,3 +52,22 @@ def load_agent(name: str) -> Agent:
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"{path} did not return an Agent")
     return agent
+
+
+def tool_schema(agent: str, tool: str) -> dict[str, Any] | None:
+    """The JSON schema of a registered agent's tool arguments (None: no such agent or tool).
+
+    For forms that edit a proposed call: built once per agent registration and tool,
+    since an agent's factory may open its downstream systems.
+    """
+    path = settings.KEELGATE_AGENTS.get(agent)
+    return None if path is None else _tool_schema(path, agent, tool)
+
+
+@functools.lru_cache(maxsize=128)
+def _tool_schema(path: str, agent: str, tool: str) -> dict[str, Any] | None:
+    for candidate in load_agent(agent).tools:
+        if candidate.name == tool:
+            schema: dict[str, Any] = candidate.arguments.model_json_schema()
+            return schema
+    return None

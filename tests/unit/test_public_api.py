@@ -183,6 +183,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
     "keelgate.canonical": [
         "canonical_bytes",
         "canonical_json",
+        "canonical_sha256",
     ],
     "keelgate.checkpoint": [
         "CheckpointStore",
@@ -226,6 +227,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ApprovalDeniedError",
         "ApprovalError",
         "ApprovalExpiredError",
+        "ApprovalStaleError",
         "CallMayBeRunningError",
         "ChainBrokenError",
         "ConfigurationError",
@@ -233,6 +235,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "CostUnknownError",
         "CrashFailpoint",
         "DuplicateApproverError",
+        "EditInvalidError",
         "GatewayError",
         "InvalidArgumentsError",
         "InvalidResultError",
@@ -242,6 +245,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "NotReconcilableError",
         "NotReplayableError",
         "NoteRequiredError",
+        "OutcomeAlreadySettledError",
         "OutcomeUnknownError",
         "PlannerError",
         "RunError",

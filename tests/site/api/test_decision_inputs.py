@@ -209,3 +209,27 @@ def test_no_request_writes_a_key_a_session_or_a_password_to_the_logs(client, key
     assert "wrong-password-123" not in text and "pw-op-123456" not in text
     assert session is not None and session.value not in text
     assert get_user_model().objects.filter(username="op").exists()
+
+
+def test_the_api_edits_then_approves_and_binds_approvals_to_their_arguments(client, pending):
+    """POST approve with arguments: the edited call's approval comes back; bad edits 422; stale hash 409."""
+    url = f"/approvals/{pending.pk}/approve"
+    shown = client.get(f"/approvals/{pending.pk}").json()
+    assert len(shown["arguments_hash"]) == 64
+    stale = client.post(url, {"arguments_hash": "f" * 64})
+    assert stale.status_code == 409 and stale.json()["code"] == "approval_stale"
+    for bad in [{"quantity": "5"}, {"quantity": 0}, {"side": "steal"}, {"extra": 1}]:
+        response = client.post(url, {"arguments": {**shown["arguments"], **bad}})
+        assert response.status_code == 422, (bad, response.content)
+        assert response.json()["code"] == "edited_arguments_invalid"
+    edited = client.post(url, {"arguments": {**shown["arguments"], "quantity": 3}, "note": "three"})
+    assert edited.status_code == 200, edited.content
+    body = edited.json()
+    assert body["edit_of"] == shown["action_id"] and body["status"] == "approved"
+    assert body["arguments"]["quantity"] == 3 and body["arguments_hash"] != shown["arguments_hash"]
+    original = client.get(f"/approvals/{pending.pk}").json()
+    assert original["status"] == "denied" and original["replaced_by"] == body["action_id"]
+    drain()
+    assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(3, 1)]
+    event = next(e for e in DjangoAuditLog().events("t1") if e.kind == "approval.edited")
+    assert event.actor == "op" and event.body["changed"] == ["quantity"]

@@ -1,0 +1,85 @@
+"""Edit, then approve, in the console: a form from the tool's schema, bound to what the page showed."""
+
+from __future__ import annotations
+
+import json
+
+from approvals.models import Approval, ApprovalStatus
+from runs.agents.brokerage import PaperBrokerage
+from runs.models import Run, RunStatus
+from tests.site.console.conftest import drain, start_waiting
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def edit(client, approval, **fields):
+    body = {"edit": "1", "arguments_hash": approval.arguments_hash, "note": "smaller"}
+    body.update({f"arg.{k}": v for k, v in fields.items()})
+    return client.post(f"/approvals/{approval.pk}/approve/", body, **HTMX)
+
+
+def test_the_card_offers_a_form_generated_from_the_tools_schema(people, brokerage_path, as_user):
+    """symbol as text with its pattern, side as a choice, quantity as a number with its limits."""
+    approval = start_waiting(people["op"], "e1")
+    html = as_user("bob").get("/").content.decode()
+    assert "Edit, then approve" in html
+    assert 'name="arg.symbol" value="ACME"' in html and 'pattern="^[A-Z]{1,8}$"' in html
+    assert f'<select id="item-a-{approval.pk}-arg-side" name="arg.side" required>' in html
+    assert 'name="arg.quantity" value="10"' in html and 'type="number" step="1" min="0" max="1000000"' in html
+    assert f'name="arguments_hash" value="{approval.arguments_hash}"' in html
+    assert "Edit, then approve" not in as_user("viewer").get("/").content.decode()
+
+
+def test_an_edited_approval_places_the_edited_order_once(people, brokerage_path, as_user):
+    """quantity 10 edited to 4: the brokerage fills 4 once; the original row is denied as edited."""
+    approval = start_waiting(people["op"], "e2")
+    response = edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="4")
+    assert response.status_code == 200 and "with your edit" in response.content.decode()
+    original = Approval.objects.get(pk=approval.pk)
+    assert original.status == ApprovalStatus.DENIED and original.decided_by == "bob"
+    assert original.replaced_by == f"{approval.action_id}.e1"
+    edited = Approval.objects.get(run_id="e2", action_id=original.replaced_by)
+    assert edited.status == ApprovalStatus.APPROVED and edited.edit_of == approval.action_id
+    assert json.loads(edited.arguments)["quantity"] == 4
+    drain()
+    assert Run.objects.get(run_id="e2").status == RunStatus.DONE
+    ledger = PaperBrokerage().ledger()
+    assert [(e.quantity, e.executions) for e in ledger] == [(4, 1)]
+
+
+def test_a_bad_edit_is_400_keeps_what_was_typed_and_changes_nothing(people, brokerage_path, as_user):
+    """Text in a number field, or a value the schema refuses: 400 naming the field; still pending."""
+    approval = start_waiting(people["op"], "e3")
+    unreadable = edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="lots")
+    assert unreadable.status_code == 400 and "quantity: a whole number" in unreadable.content.decode()
+    assert 'value="lots"' in unreadable.content.decode()
+    refused = edit(as_user("bob"), approval, symbol="acme!", side="buy", quantity="4")
+    assert refused.status_code == 400 and "symbol" in refused.content.decode()
+    assert 'value="acme!"' in refused.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+    assert Approval.objects.filter(run_id="e3").count() == 1
+
+
+def test_a_stale_page_approving_after_someone_else_edited_gets_a_409_not_the_new_version(
+    people, brokerage_path, as_user
+):
+    """bob edits; op's page still shows the original: op's approve is refused naming bob."""
+    people["op"]
+    approval = start_waiting(people["op"], "e4")
+    assert edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="4").status_code == 200
+    stale = as_user("op").post(
+        f"/approvals/{approval.pk}/approve/", {"note": "", "arguments_hash": approval.arguments_hash}, **HTMX
+    )
+    assert stale.status_code == 409 and "Already settled by bob" in stale.content.decode()
+    edited = Approval.objects.get(run_id="e4", edit_of=approval.action_id)
+    assert [v["by"] for v in edited.votes] == ["bob"]
+
+
+def test_an_approval_for_other_arguments_than_shown_is_refused(people, brokerage_path, as_user):
+    """An arguments_hash that is not the call's: 409, nothing approved."""
+    approval = start_waiting(people["op"], "e5")
+    response = as_user("bob").post(
+        f"/approvals/{approval.pk}/approve/", {"note": "", "arguments_hash": "0" * 64}, **HTMX
+    )
+    assert response.status_code == 409 and "changed since this page was loaded" in response.content.decode()
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
