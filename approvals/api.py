@@ -97,6 +97,7 @@ def approve(
         note=payload.note if payload is not None else "",
         arguments=payload.arguments if payload is not None else None,
         seen=payload.arguments_hash if payload is not None else None,
+        confirmed=payload.confirm_high_impact if payload is not None else False,
     )
     return approval_out(row)
 

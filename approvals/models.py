@@ -45,6 +45,14 @@ class Approval(models.Model):
     """The action this one replaces (a person edited its arguments), or empty."""
     replaced_by = models.CharField(max_length=64, blank=True)
     """The edited action that replaced this one, or empty."""
+    goal = models.TextField(blank=True)
+    """The run's goal. Untrusted: always rendered escaped."""
+    observations = models.JSONField(default=list)
+    """What the agent had read this step when it proposed: ``[{"tool", "output"}]``. Untrusted."""
+    impact = models.TextField(blank=True)
+    """The tool's plain-words line of what the call will do. Untrusted."""
+    high_impact = models.BooleanField(default=False)
+    """The policy marked it high impact: approving takes a typed confirmation."""
 
     class Meta:
         constraints = [

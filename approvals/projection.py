@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from keelgate.canonical import canonical_json, canonical_sha256
+from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction
 
 _SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
@@ -59,6 +60,17 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
         "decided_at": decided_at,
         "note": approval.note,
         "arguments_hash": approval.arguments_hash or canonical_sha256(action.arguments),
+        "goal": state.goal,
+        "observations": [
+            {"tool": a.tool, "output": a.outcome.output}
+            for a in state.actions
+            if a.iteration == action.iteration
+            and a.side_effect is SideEffect.READ
+            and a.status is ActionStatus.DONE
+            and a.outcome.output is not None
+        ],
+        "impact": approval.impact,
+        "high_impact": approval.high_impact,
         "edit_of": approval.edit_of or "",
         "replaced_by": approval.replaced_by or "",
     }

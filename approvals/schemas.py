@@ -47,6 +47,9 @@ class ApproveIn(Schema):
             "arguments now, 409 `approval_stale` and nothing is approved."
         ),
     )
+    confirm_high_impact: bool = Field(
+        False, description="Required (true) to approve a call marked `high_impact`; 422 otherwise."
+    )
     arguments: JsonObject | None = Field(
         None,
         description=(
@@ -109,6 +112,10 @@ class ApprovalOut(BaseModel):
     decided_at: datetime | None
     note: str
     arguments_hash: str = Field(description="Send it back as `arguments_hash` to approve exactly these.")
+    goal: str = Field(description="The run's goal. Untrusted text.")
+    impact: str = Field(description="What the call will do, in plain words, from the tool. Untrusted.")
+    high_impact: bool = Field(description="Approving it needs `confirm_high_impact`.")
+    observations: list[Any] = Field(description="What the agent read this step, as JSON values. Untrusted.")
     edit_of: str | None = Field(description="The action this edited call replaces, if any.")
     replaced_by: str | None = Field(description="The edited call that replaced this one, if any.")
 
@@ -174,6 +181,14 @@ def approval_out(row: Approval) -> ApprovalOut:
         decided_at=row.decided_at,
         note=row.note,
         arguments_hash=row.arguments_hash,
+        goal=row.goal,
+        impact=row.impact,
+        high_impact=row.high_impact,
+        observations=[
+            {"tool": str(o.get("tool", "")), "output": json_value(o.get("output"))}
+            for o in (row.observations or [])
+            if isinstance(o, dict)
+        ],
         edit_of=row.edit_of or None,
         replaced_by=row.replaced_by or None,
     )

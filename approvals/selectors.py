@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import QuerySet
 
@@ -42,6 +44,54 @@ def unknown_outcome_get(*, tenant_ids: Iterable[str], run_id: str, action_id: st
     if row is None:
         raise NotFoundError()
     return row
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One settled inbox item, as words: who did what to which call, and when."""
+
+    tenant_id: str
+    run_id: str
+    tool: str
+    verdict: str
+    by: str
+    at: datetime | None
+
+
+def recently_decided(*, tenant_ids: Iterable[str], limit: int = 10) -> list[Decided]:
+    """The latest decisions of the given tenants, newest first: approvals and reconciles."""
+    ids = list(tenant_ids)
+    approvals = (
+        Approval.objects.filter(tenant_id__in=ids)
+        .exclude(status=ApprovalStatus.PENDING)
+        .exclude(decided_at=None)
+        .order_by("-decided_at", "-id")[:limit]
+    )
+    found = [
+        Decided(
+            a.tenant_id,
+            a.run_id,
+            a.tool,
+            "edited, then approved" if a.replaced_by else str(a.status),
+            a.decided_by or "expiry",
+            a.decided_at,
+        )
+        for a in approvals
+    ]
+    settled = UnknownOutcome.objects.filter(tenant_id__in=ids, settled=True).order_by("-settled_at", "-id")
+    found += [
+        Decided(
+            u.tenant_id,
+            u.run_id,
+            u.tool,
+            "settled as executed" if u.executed else "settled as not executed",
+            u.settled_by,
+            u.settled_at,
+        )
+        for u in settled[:limit]
+    ]
+    found.sort(key=lambda d: d.at.timestamp() if d.at else 0.0, reverse=True)
+    return found[:limit]
 
 
 def inbox_counts(*, tenant_ids: Iterable[str]) -> dict[str, int]:

@@ -41,12 +41,14 @@ def approval_decide(
     note: str = "",
     arguments: Mapping[str, Any] | None = None,
     seen: str | None = None,
+    confirmed: bool = False,
 ) -> Approval:
     """Approve or deny one pending approval as ``user``.
 
     ``seen`` is the hash of the arguments the person was shown (the card's, the API
     caller's): other arguments are ApprovalStaleError. ``arguments`` edits the call
     before approving it: the answer is then the edited call's approval, a new row.
+    ``confirmed`` is the deliberate second step a high-impact call needs.
     """
     require_role(user, tenant_id, Role.APPROVER)
     if decision == "deny" and not note.strip():
@@ -72,6 +74,7 @@ def approval_decide(
                     note=note,
                     arguments=arguments,
                     seen=seen,
+                    confirmed=confirmed,
                 )
             else:
                 loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)

@@ -25,7 +25,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.edit_form import PREFIX, EditField, edit_fields, parse_edit
 from approvals.models import Approval, UnknownOutcome
-from approvals.selectors import approval_get, approvals_for, inbox_counts, unknown_outcomes_for
+from approvals.selectors import (
+    approval_get,
+    approvals_for,
+    inbox_counts,
+    recently_decided,
+    unknown_outcomes_for,
+)
 from approvals.services import approval_decide, unknown_reconcile
 from audit.selectors import audit_heads
 from keelgate.errors import (
@@ -34,6 +40,7 @@ from keelgate.errors import (
     ApprovalExpiredError,
     ApprovalStaleError,
     CallMayBeRunningError,
+    ConfirmationRequiredError,
     DuplicateApproverError,
     EditInvalidError,
     InvalidResultError,
@@ -148,6 +155,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         for row in unknown_outcomes_for(tenant_ids=ids)[:INBOX_LIMIT]
     ]
     counts = inbox_counts(tenant_ids=ids)
+    recent = recently_decided(tenant_ids=ids)
     return render(
         request,
         "approvals/inbox.html",
@@ -158,6 +166,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
             "since_json": json.dumps(since, sort_keys=True),
             "limit": INBOX_LIMIT,
             "has_tenants": bool(ids),
+            "recent": recent,
             "live_items": True,
         },
     )
@@ -207,11 +216,15 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
             note=note,
             arguments=arguments,
             seen=seen,
+            confirmed=request.POST.get("confirm", "").strip().lower() == "approve",
         )
     except NoteRequiredError:
         return _reply(request, entry, 400, "error", "A reason is required to deny.", keep=True)
     except EditInvalidError as exc:
         text = f"The edited arguments do not fit the tool: {exc.detail}."
+        return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    except ConfirmationRequiredError:
+        text = "This call is high impact: type approve in the confirmation box to approve it."
         return _reply(request, entry, 400, "error", text, keep=True, values=values)
     except ApprovalStaleError:
         text = "The call changed since this page was loaded: nothing was approved. Check it again."

@@ -100,6 +100,10 @@ class ApprovalState(BaseModel):
     arguments never counts, and the gateway refuses to run different ones."""
     edit_of: str | None = None
     """The action this one replaces: a person edited its arguments before approving."""
+    impact: str = ""
+    """The tool's plain-words line of what the call will do (untrusted: built from observations)."""
+    high_impact: bool = False
+    """The policy marked it high impact: approving it takes a deliberate second step."""
     replaced_by: str | None = None
     """The action that replaces this one (this one was denied by the edit)."""
 

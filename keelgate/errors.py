@@ -36,6 +36,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   ├── ApprovalExpiredError   approval_expired
             │   │   ├── ApprovalStaleError     approval_stale
             │   │   ├── EditInvalidError       edited_arguments_invalid [422]
+            │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]
             │   │   └── NoteRequiredError      note_required [422]
             │   ├── InvalidResultError         result_invalid [422]
             │   └── NotReplayableError         not_replayable
@@ -69,6 +70,7 @@ __all__ = [
     "CallMayBeRunningError",
     "ChainBrokenError",
     "ConfigurationError",
+    "ConfirmationRequiredError",
     "ControlSignal",
     "CostUnknownError",
     "CrashFailpoint",
@@ -271,6 +273,14 @@ class EditInvalidError(ApprovalError):
 
     code = "edited_arguments_invalid"
     message = "The edited arguments do not match the tool's schema."
+    http_status = 422
+
+
+class ConfirmationRequiredError(ApprovalError):
+    """A high-impact call is approved only with an explicit confirmation (a deliberate second step)."""
+
+    code = "high_impact_confirmation_required"
+    message = "This call is high impact: confirm it explicitly to approve it."
     http_status = 422
 
 

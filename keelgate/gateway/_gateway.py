@@ -64,6 +64,9 @@ class CallContext:
     agent_id: str
     owner: str
     allowed_side_effects: frozenset[SideEffect]
+    observations: tuple[str, ...] = ()
+    """This step's READ outputs so far (untrusted JSON text): they only feed a tool's
+    ``describe`` line for a person, and never decide anything."""
 
 
 class Gateway:
@@ -138,6 +141,8 @@ class Gateway:
                     requested_at=now,
                     expires_at=now + requirement.expires_after if requirement.expires_after else None,
                     arguments_hash=canonical_sha256(action.arguments),
+                    impact=tool.impact(arguments, ctx.observations),
+                    high_impact=requirement.high_impact,
                 )
                 self._audit(ctx, "approval.requested", action, required=approval.required)
             if approval.arguments_hash and approval.arguments_hash != canonical_sha256(action.arguments):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -48,6 +48,8 @@ class ApprovalRequirement:
     approvers: int = 1
     reason: str = "This call changes the world and needs a person's approval."
     expires_after: timedelta | None = None
+    high_impact: bool = False
+    """Deserves a deliberate second step from the approver (the console asks them to type it)."""
 
 
 @runtime_checkable
@@ -71,6 +73,9 @@ class RequireApproval:
     """Calls to the named tools (or of the given side effects) need people.
 
     ``approvers=2`` is four-eyes: two distinct people must approve before the call runs.
+    ``high_impact(arguments)`` marks a call as high impact (for example a notional above
+    a threshold): it sees only the validated arguments, so it may consult trusted code
+    (a price the harness looks up itself) but never a tool's untrusted output.
     """
 
     def __init__(
@@ -81,6 +86,7 @@ class RequireApproval:
         approvers: int = 1,
         reason: str | None = None,
         expires_after: timedelta | None = None,
+        high_impact: Callable[[BaseModel], bool] | None = None,
     ) -> None:
         if approvers < 1:
             raise ValueError("approvers must be at least 1")
@@ -91,9 +97,12 @@ class RequireApproval:
             reason=reason or ApprovalRequirement.reason,
             expires_after=expires_after,
         )
+        self._high_impact = high_impact
 
     def requirement(self, *, agent_id: str, tool: Tool, arguments: BaseModel) -> ApprovalRequirement | None:
         """The configured requirement when the tool or its side effect is listed."""
-        if tool.name in self._tools or tool.side_effect in self._side_effects:
-            return self._requirement
-        return None
+        if tool.name not in self._tools and tool.side_effect not in self._side_effects:
+            return None
+        if self._high_impact is not None and self._high_impact(arguments):
+            return replace(self._requirement, high_impact=True)
+        return self._requirement

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +60,21 @@ class Tool:
     description: str = ""
     timeout: float | None = None
     """Seconds; a WRITE that times out is an unknown outcome, never retried."""
+    describe: Callable[[Any, Sequence[str]], str] | None = None
+    """``describe(arguments, observations)``: what the call will do, in plain words, for the
+    person who approves it ("buy 10 ACME ≈ 1,015.00 USD at the last quote 101.50").
+    ``observations`` are this step's READ outputs (untrusted JSON text); the line is shown
+    escaped and never decides anything. One that raises is simply not shown."""
+
+    def impact(self, arguments: Any, observations: Sequence[str]) -> str:
+        """The :attr:`describe` line, or "" without a hook or when it fails (the card still shows)."""
+        if self.describe is None:
+            return ""
+        try:
+            line = self.describe(arguments, tuple(observations))
+        except Exception:  # a display hook must never block a decision
+            return ""
+        return line[:500] if isinstance(line, str) else ""
 
     def spec(self) -> ToolSpec:
         """The tool as a planner sees it (built once: the JSON schema is costly to derive)."""

@@ -27,6 +27,7 @@ from keelgate.errors import (
     ApprovalExpiredError,
     ApprovalStaleError,
     CallMayBeRunningError,
+    ConfirmationRequiredError,
     DuplicateApproverError,
     EditInvalidError,
     InvalidResultError,
@@ -114,6 +115,7 @@ class DecisionsMixin:
         note: str = "",
         arguments: Mapping[str, Any] | None = None,
         seen: str | None = None,
+        confirmed: bool = False,
     ) -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree.
 
@@ -125,7 +127,8 @@ class DecisionsMixin:
         call has others, :class:`~keelgate.errors.ApprovalStaleError` and nothing changes.
         With ``arguments`` that differ from the proposal, the person approves an edited
         call instead (:meth:`_approve_edited`); arguments that change nothing are a
-        plain approval.
+        plain approval. A high-impact call (the policy's mark, for the proposal or the
+        edit) is approved only with ``confirmed``; otherwise ConfirmationRequiredError.
         """
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
@@ -138,7 +141,9 @@ class DecisionsMixin:
         if arguments is not None:
             edited = self._validated_edit(action, arguments)
             if edited is not None:
-                return self._approve_edited(state, action, edited, by=by, note=note)
+                return self._approve_edited(state, action, edited, by=by, note=note, confirmed=confirmed)
+        if approval.high_impact and not confirmed:
+            raise ConfirmationRequiredError(action_id)
         approval.arguments_hash = approval.arguments_hash or current
         approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note, arguments_hash=current))
         if approval.granted:
@@ -178,7 +183,14 @@ class DecisionsMixin:
         return None if edited == proposed else edited
 
     def _approve_edited(
-        self, state: LoopState, action: PlannedAction, edited: dict[str, Any], *, by: str, note: str
+        self,
+        state: LoopState,
+        action: PlannedAction,
+        edited: dict[str, Any],
+        *,
+        by: str,
+        note: str,
+        confirmed: bool,
     ) -> LoopState:
         """Deny the proposal as "edited by" ``by`` and write ahead the edited call, approved by them.
 
@@ -189,6 +201,9 @@ class DecisionsMixin:
         """
         approval = action.approval
         assert approval is not None
+        impact, high = self._assess(state, action, edited)
+        if (high or approval.high_impact) and not confirmed:
+            raise ConfirmationRequiredError(action.action_id)
         now = self.clock.now()
         edits = sum(1 for a in state.actions if a.action_id.startswith(f"{action.action_id}.e"))
         new_id = f"{action.action_id}.e{edits + 1}"
@@ -215,6 +230,8 @@ class DecisionsMixin:
                 expires_at=approval.expires_at,
                 arguments_hash=edited_hash,
                 edit_of=action.action_id,
+                impact=impact,
+                high_impact=high,
                 approvals=[ApprovalVote(by=by, at=now, note=note, arguments_hash=edited_hash)],
             ),
         )
@@ -238,6 +255,19 @@ class DecisionsMixin:
             note=note,
         )
         return state
+
+    def _assess(self, state: LoopState, action: PlannedAction, edited: dict[str, Any]) -> tuple[str, bool]:
+        """The edited call's plain-words line and high-impact mark, as the gateway would give them."""
+        tool = self.gateway.tool(action.tool)
+        assert tool is not None  # _validated_edit checked it
+        model = tool.arguments.model_validate(edited)
+        requirement = self.gateway.policy.requirement(agent_id=state.agent_id, tool=tool, arguments=model)
+        observations = tuple(
+            a.outcome.output
+            for a in state.actions
+            if a.iteration == action.iteration and a.side_effect is SideEffect.READ and a.outcome.output
+        )
+        return tool.impact(model, observations), bool(requirement and requirement.high_impact)
 
     def _key(self, state: LoopState, tool: str, arguments: dict[str, Any]) -> str:
         raise NotImplementedError

@@ -16,6 +16,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -334,7 +335,12 @@ class Loop(DecisionsMixin):
                 if not settled:
                     return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
                 continue
-            result = await self.gateway.execute(ctx, action)
+            seen = tuple(
+                a.outcome.output
+                for a in state.current_actions
+                if a.side_effect is SideEffect.READ and a.status is ActionStatus.DONE and a.outcome.output
+            )
+            result = await self.gateway.execute(replace(ctx, observations=seen), action)
             self.failpoints.hit("after_gateway_call")
             action.outcome = result.outcome
             action.approval = result.approval

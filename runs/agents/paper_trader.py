@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -114,9 +115,39 @@ def _last_outcome(request: PlanRequest, tool: str) -> dict[str, Any] | None:
     return None
 
 
+HIGH_IMPACT_USD = 10_000.0
+"""An order whose notional (at the brokerage's own price) is above this is high impact."""
+
+
+def describe_order(arguments: OrderArgs, observations: Sequence[str]) -> str:
+    """ "buy 10 ACME ≈ 1,015.00 USD at the last quote 101.50", from this step's quote (untrusted)."""
+    price = None
+    for text in observations:
+        try:
+            seen = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(seen, dict) and seen.get("symbol") == arguments.symbol:
+            value = seen.get("price")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                price = float(value)
+    what = f"{arguments.side} {arguments.quantity:,} {arguments.symbol}"
+    if price is None:
+        return f"{what} (no quote seen this step)"
+    return f"{what} ≈ {arguments.quantity * price:,.2f} USD at the last quote {price:,.2f}"
+
+
 def build_agent() -> Agent:
     """The paper-trader agent over the configured paper brokerage."""
     brokerage = PaperBrokerage()
+
+    def high_impact(arguments: Any) -> bool:
+        # The brokerage's own price (trusted harness code), never the quote tool's output.
+        try:
+            price = brokerage.quote(arguments.symbol)
+        except Exception:  # an unknown symbol: treat as high impact rather than guess low
+            return True
+        return bool(arguments.quantity * price > HIGH_IMPACT_USD)
 
     def get_quote(args: QuoteArgs, call: ToolCall) -> dict[str, Any]:
         return {"symbol": args.symbol, "price": brokerage.quote(args.symbol)}
@@ -136,10 +167,15 @@ def build_agent() -> Agent:
                 place_order,
                 "Place a paper market order.",
                 timeout=10.0,
+                describe=describe_order,
             ),
         ],
         grants=["get_quote", "place_order"],
-        policy=RequireApproval(["place_order"], reason="Orders move money: a person must approve."),
+        policy=RequireApproval(
+            ["place_order"],
+            reason="Orders move money: a person must approve.",
+            high_impact=high_impact,
+        ),
         verifier=GroundedAnswerVerifier(write_tools=["place_order"]),
         stop=StopConditions(max_iterations=5),
         validate_goal=validate_goal,

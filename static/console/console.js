@@ -166,7 +166,10 @@
       select(list[Math.max(index - 1, 0)]);
     } else if (e.key === "a" || e.key === "d") {
       if (!item) { item = list[0]; select(item); }
-      var field = item.querySelector(e.key === "a" ? "[data-approve-note]" : "[data-deny-note]");
+      // A high-impact call: "a" only reaches its typed confirmation, never approves alone.
+      var field = e.key === "a"
+        ? (item.querySelector("[data-approve-confirm]") || item.querySelector("[data-approve-note]"))
+        : item.querySelector("[data-deny-note]");
       if (!field) return;
       field.focus();
     } else {

@@ -231,6 +231,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "CallMayBeRunningError",
         "ChainBrokenError",
         "ConfigurationError",
+        "ConfirmationRequiredError",
         "ControlSignal",
         "CostUnknownError",
         "CrashFailpoint",
