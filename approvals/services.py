@@ -8,6 +8,7 @@ lock makes the second wait and then see the first decision, so exactly one takes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -22,6 +23,8 @@ from keelgate.errors import (
     NoteRequiredError,
     OutcomeAlreadySettledError,
 )
+from runs.agents import load_agent
+from runs.agents.lookups import LookupResult, lookup_call
 from runs.engine.loops import build_loop
 from runs.services import run_requeue
 from sitekit.db import unique_or_none
@@ -125,6 +128,25 @@ def unknown_reconcile(
         item.refresh_from_db()
         run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by)
     return item
+
+
+def unknown_check(*, tenant_id: str, item_id: int, user: Any) -> LookupResult:
+    """Ask the agent's system of record about an open unknown outcome (changes nothing).
+
+    The person still records the decision; this only says what the lookup found, or why
+    it could not tell (timed out, failed, no lookup for the tool).
+    """
+    require_role(user, tenant_id, Role.RECONCILER)
+    item = unique_or_none(UnknownOutcome.objects.filter(tenant_id=tenant_id, pk=item_id))
+    if item is None:
+        raise NotFoundError()
+    if item.settled:
+        raise OutcomeAlreadySettledError(item.settled_by)
+    try:
+        arguments = json.loads(item.arguments)
+    except ValueError:
+        arguments = {}
+    return lookup_call(load_agent(item.agent), item.tool, item.idempotency_key, arguments)
 
 
 def approvals_expire() -> int:

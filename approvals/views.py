@@ -32,7 +32,7 @@ from approvals.selectors import (
     recently_decided,
     unknown_outcomes_for,
 )
-from approvals.services import approval_decide, unknown_reconcile
+from approvals.services import approval_decide, unknown_check, unknown_reconcile
 from audit.selectors import audit_heads
 from keelgate.errors import (
     AlreadyDecidedError,
@@ -48,7 +48,7 @@ from keelgate.errors import (
     NoteRequiredError,
     NotReconcilableError,
 )
-from runs.agents import tool_schema
+from runs.agents import lookup_label, tool_schema
 from sitekit.errors import ForbiddenError, NotFoundError
 from sitekit.pages import console_page
 from tenants.models import ROLE_RANK, Role
@@ -82,6 +82,8 @@ class InboxEntry:
     """This user already approved (four-eyes: someone else must add the second approval)."""
     fields: tuple[EditField, ...] = ()
     """The proposed arguments as an "edit, then approve" form (empty when the schema is unknown)."""
+    lookup: str | None = None
+    """What the unknown outcome's "Check" button asks ("the brokerage"), or None."""
 
     @property
     def dom_id(self) -> str:
@@ -113,7 +115,14 @@ def _edit_fields(row: Approval) -> list[EditField]:
 
 def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
     """An unknown outcome as a user with ``role`` in its tenant sees it."""
-    return InboxEntry("unknown", row, can_act=role_allows(role, Role.RECONCILER))
+    can_act = role_allows(role, Role.RECONCILER)
+    label = None
+    if can_act:
+        try:
+            label = lookup_label(row.agent, row.tool)
+        except KeelgateError:  # the agent is gone: the card shows without the button
+            label = None
+    return InboxEntry("unknown", row, can_act=can_act, lookup=label)
 
 
 def render_entry(
@@ -122,9 +131,16 @@ def render_entry(
     request: HttpRequest | None = None,
     error: str = "",
     values: dict[str, str] | None = None,
+    finding: str = "",
 ) -> str:
     """The item's HTML; with a request, its forms carry the CSRF token and a return path."""
-    context: dict[str, Any] = {"entry": entry, "item": entry.row, "error": error, "values": values or {}}
+    context: dict[str, Any] = {
+        "entry": entry,
+        "item": entry.row,
+        "error": error,
+        "values": values or {},
+        "finding": finding,
+    }
     if request is not None:
         # Where a plain (no-JS) post returns to: the page the form was shown on.
         context["next"] = (
@@ -315,6 +331,34 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
     return _reply(request, entry, 200, "success", text)
 
 
+@require_POST
+@console_page
+def check(request: HttpRequest, pk: int) -> HttpResponse:
+    """Ask the system of record about an unknown outcome and pre-fill the form with its answer."""
+    by_tenant = memberships(request)
+    row = unknown_outcomes_for(tenant_ids=list(by_tenant), settled=None).filter(pk=pk).first()
+    if row is None:
+        raise NotFoundError()
+    entry = unknown_entry(row, role=by_tenant[row.tenant_id].role)
+    try:
+        found = unknown_check(tenant_id=row.tenant_id, item_id=row.pk, user=request.user)
+    except AlreadyDecidedError as exc:
+        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+    label = entry.lookup or "the system of record"
+    if found.verdict == "executed":
+        record = json.dumps(found.record, sort_keys=True)
+        text = f"{label[:1].upper()}{label[1:]} has this call: it was executed. Check it, then record it."
+        values = {"executed": "yes", "result": record, "note": f"found in {label} by its key"}
+        return _reply(request, entry, 200, "info", text, keep=True, values=values, finding=record)
+    if found.verdict == "not_executed":
+        text = f"{label[:1].upper()}{label[1:]} has no record of this call: it was not executed."
+        values = {"executed": "no", "note": f"not in {label} by its key"}
+        return _reply(request, entry, 200, "info", text, keep=True, values=values)
+    return _reply(
+        request, entry, 200, "warning", f"{found.problem} Decide from what you can check.", keep=True
+    )
+
+
 RESULT_MAX = 16_384
 
 
@@ -342,6 +386,7 @@ def _reply(
     *,
     keep: bool = False,
     values: dict[str, str] | None = None,
+    finding: str = "",
 ) -> HttpResponse:
     """htmx: the item (or nothing, removing it) plus a flash; otherwise a redirect back.
 
@@ -352,7 +397,9 @@ def _reply(
         entry = replace(entry, fields=typed)
     if request.headers.get("HX-Request") == "true":
         error = text if status == 400 else ""
-        item = render_entry(entry, request=request, error=error, values=values) if keep else ""
+        item = (
+            render_entry(entry, request=request, error=error, values=values, finding=finding) if keep else ""
+        )
         flash = render_to_string("console/_flash.html", {"level": level, "text": text})
         response = HttpResponse(item + flash, status=status)
         response.headers["HX-Reswap"] = "outerHTML"

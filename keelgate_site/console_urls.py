@@ -17,6 +17,7 @@ urlpatterns = [
     path("approvals/<int:pk>/approve/", approvals.approve, name="approval-approve"),
     path("approvals/<int:pk>/deny/", approvals.deny, name="approval-deny"),
     path("unknown/<int:pk>/reconcile/", approvals.reconcile, name="unknown-reconcile"),
+    path("unknown/<int:pk>/check/", approvals.check, name="unknown-check"),
     path("runs/", runs.run_list, name="runs"),
     # Run ids are opaque (an API client may choose one with a slash): the suffixed
     # routes come first so "<run>/status/" is never read as a run id.

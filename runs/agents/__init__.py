@@ -8,7 +8,7 @@ a decision taken in the console uses the very policy the worker runs under.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,10 @@ from keelgate.errors import ConfigurationError
 from keelgate.gateway import ApprovalPolicy, Tool
 from keelgate.loop import OutcomeConfirmer, Planner, StopConditions, Verifier
 from sitekit.errors import UnknownAgentError
+
+Lookup = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+"""``lookup(idempotency_key, arguments)``: the downstream record of that call, or None when
+the system of record has none (it definitely did not happen). Raises when it cannot tell."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,15 @@ class Agent:
     confirmer: OutcomeConfirmer | None = None
     validate_goal: Callable[[str], None] = field(default=lambda goal: None)
     """Raises :class:`GoalNotUnderstoodError` for a goal the agent cannot work with."""
+    lookups: Mapping[str, Lookup] = field(default_factory=dict)
+    """Per WRITE tool, trusted code that asks the system of record about a call by its
+    idempotency key (see :mod:`runs.agents.lookups`): the "Check" button of an unknown
+    outcome, and with ``auto_settle`` the worker's outcome confirmer."""
+    lookup_label: str = "the system of record"
+    """What the lookups ask, in words ("the brokerage")."""
+    auto_settle: bool = False
+    """Let the worker settle an unknown outcome itself when a lookup is definite (audited
+    as source ``confirmer``); off, a person always records it."""
 
 
 def agent_names() -> list[str]:
@@ -52,6 +65,18 @@ def load_agent(name: str) -> Agent:
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"{path} did not return an Agent")
     return agent
+
+
+def lookup_label(agent: str, tool: str) -> str | None:
+    """What the agent's lookup for ``tool`` asks ("the brokerage"), or None without one."""
+    path = settings.KEELGATE_AGENTS.get(agent)
+    return None if path is None else _lookup_label(path, agent, tool)
+
+
+@functools.lru_cache(maxsize=128)
+def _lookup_label(path: str, agent: str, tool: str) -> str | None:
+    spec = load_agent(agent)
+    return spec.lookup_label if tool in spec.lookups else None
 
 
 def tool_schema(agent: str, tool: str) -> dict[str, Any] | None:

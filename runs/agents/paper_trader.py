@@ -137,6 +137,12 @@ def describe_order(arguments: OrderArgs, observations: Sequence[str]) -> str:
     return f"{what} ≈ {arguments.quantity * price:,.2f} USD at the last quote {price:,.2f}"
 
 
+def _ledger_record(brokerage: PaperBrokerage, key: str) -> dict[str, Any] | None:
+    """The brokerage's record of the order with this key (it records before it answers)."""
+    entry = brokerage.entry(key)
+    return None if entry is None else dict(entry.result)
+
+
 def build_agent() -> Agent:
     """The paper-trader agent over the configured paper brokerage."""
     brokerage = PaperBrokerage()
@@ -179,4 +185,6 @@ def build_agent() -> Agent:
         verifier=GroundedAnswerVerifier(write_tools=["place_order"]),
         stop=StopConditions(max_iterations=5),
         validate_goal=validate_goal,
+        lookups={"place_order": lambda key, arguments: _ledger_record(brokerage, key)},
+        lookup_label="the brokerage",
     )

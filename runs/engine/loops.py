@@ -8,6 +8,7 @@ from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType
 from runs.agents import Agent, load_agent
+from runs.agents.lookups import LookupConfirmer
 from runs.engine.commits import DjangoCommitGroup
 from runs.engine.fencing import Fence
 from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
@@ -53,7 +54,8 @@ def build_loop(
         checkpoints=checkpoints,
         verifier=agent.verifier,
         stop=agent.stop,
-        confirmer=agent.confirmer,
+        confirmer=agent.confirmer
+        or (LookupConfirmer(agent) if agent.auto_settle and agent.lookups else None),
         owner=owner,
         should_stop=should_stop,
         loop_type=loop_type,

@@ -26,3 +26,27 @@ def build_expiring() -> Agent:
         name="expiring",
         policy=RequireApproval(["place_order"], expires_after=timedelta(seconds=1)),
     )
+
+
+def build_auto_settle() -> Agent:
+    """paper-trader whose worker settles an unknown outcome itself when the brokerage is definite."""
+    return dataclasses.replace(build_agent(), name="auto-settle", auto_settle=True)
+
+
+def build_hanging_lookup() -> Agent:
+    """paper-trader whose brokerage lookup never answers in time."""
+    import time
+
+    def hang(key, arguments):
+        time.sleep(10)
+
+    return dataclasses.replace(build_agent(), name="hanging-lookup", lookups={"place_order": hang})
+
+
+def build_broken_lookup() -> Agent:
+    """paper-trader whose brokerage lookup raises."""
+
+    def broken(key, arguments):
+        raise ConnectionError("brokerage down")
+
+    return dataclasses.replace(build_agent(), name="broken-lookup", lookups={"place_order": broken})
