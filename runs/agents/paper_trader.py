@@ -90,6 +90,13 @@ def report(order: dict[str, Any] | None, side: str, quantity: int, symbol: str) 
     except ValueError:
         filled = {}
     filled = filled if isinstance(filled, dict) else {}
+    # What was actually filled, not what the goal asked: a person may have edited the order.
+    if isinstance(filled.get("quantity"), int) and not isinstance(filled.get("quantity"), bool):
+        quantity = filled["quantity"]
+    if isinstance(filled.get("symbol"), str):
+        symbol = filled["symbol"]
+    if filled.get("side") in ("buy", "sell"):
+        verb = "Bought" if filled["side"] == "buy" else "Sold"
     details = []
     if filled.get("price") is not None:
         details.append(f"at {filled['price']}")

@@ -81,7 +81,13 @@ def _handlers() -> dict[str, Any]:
 
     def run(run_id: str) -> dict[str, Any]:
         row = Run.objects.get(tenant_id="acme", run_id=run_id)
-        return {"status": row.status, "stop_reason": row.stop_reason, "phase": row.phase}
+        state = DjangoCheckpointStore().load("acme", run_id)
+        return {
+            "status": row.status,
+            "stop_reason": row.stop_reason,
+            "phase": row.phase,
+            "final_answer": state.final_answer if state else None,
+        }
 
     def wait_run(run_id: str, status: str, timeout: float = 30.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -140,7 +146,13 @@ def _handlers() -> dict[str, Any]:
 
     def ledger() -> list[dict[str, Any]]:
         return [
-            {"key": e.key, "executions": e.executions, "replays": e.replays}
+            {
+                "key": e.key,
+                "executions": e.executions,
+                "replays": e.replays,
+                "quantity": e.quantity,
+                "result": e.result,
+            }
             for e in PaperBrokerage().ledger()
         ]
 

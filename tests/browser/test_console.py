@@ -179,6 +179,85 @@ def test_reconcile_an_unknown_outcome_then_the_run_finishes(server: Server, cont
     alice.assert_clean()
 
 
+def test_check_the_brokerage_record_the_order_id_and_the_answer_matches_the_ledger(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """Unknown outcome, Check the brokerage, record Executed with its order id: the run's answer names it."""
+    server.control("set_mode", mode="fail")
+    try:
+        server.control("start_run", run_id="r-check", goal="buy 3 GAMMA")
+        pk = server.control("approval", run_id="r-check")["pk"]
+        alice = log_in(contexts(), server, "alice")
+        item(alice.page, pk).get_by_role("button", name="Approve").click()
+        unknown = server.control("unknown", run_id="r-check")
+    finally:
+        server.control("set_mode", mode="normal")
+    row = item(alice.page, unknown["pk"], "u")
+    expect(row).to_be_visible(timeout=10000)
+    row.get_by_role("button", name="Check the brokerage").click()
+    expect(alice.page.locator("#flash")).to_contain_text("The brokerage has this call: it was executed")
+    (order,) = [e for e in server.control("ledger") if e["result"]["symbol"] == "GAMMA"]
+    order_id = order["result"]["order_id"]
+    expect(row.get_by_label("Executed", exact=True)).to_be_checked()
+    expect(row.locator("textarea[data-result]")).to_have_value(json.dumps(order["result"], sort_keys=True))
+    alice.page.screenshot(path=str(artifacts / "unknown-check-the-brokerage.png"), full_page=True)
+    row.get_by_role("button", name="Record").click()
+    expect(alice.page.locator("#flash")).to_contain_text("as executed with the result you found")
+    finished = server.control("wait_run", run_id="r-check", status="done")
+    assert finished["final_answer"] == f"Bought 3 GAMMA at 7.25 (order {order_id}) as recorded by alice."
+    alice.page.goto(f"{server.url}/runs/acme/r-check/")
+    expect(alice.page.locator("body")).to_contain_text(f"Bought 3 GAMMA at 7.25 (order {order_id})")
+    alice.page.screenshot(path=str(artifacts / "run-after-reconcile.png"), full_page=True)
+    assert order["executions"] == 1 and order["replays"] == 0
+    alice.assert_clean()
+
+
+def test_edit_then_approve_places_the_edited_order_only(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """The card's form from the tool's schema: quantity 10 edited to 4; the brokerage fills 4 once."""
+    server.control("start_run", run_id="r-edit", goal="buy 10 BETA")
+    pk = server.control("approval", run_id="r-edit")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    card = item(alice.page, pk)
+    expect(card).to_contain_text("buy 10 BETA ≈ 420.00 USD at the last quote 42.00")
+    card.get_by_text("Edit, then approve").click()
+    card.get_by_label("quantity").fill("4")
+    card.get_by_label("Why the change").fill("four is enough today")
+    alice.page.screenshot(path=str(artifacts / "edit-then-approve.png"), full_page=True)
+    card.get_by_role("button", name="Approve edited").click()
+    expect(alice.page.locator("#flash")).to_contain_text("with your edit: the original will not run")
+    finished = server.control("wait_run", run_id="r-edit", status="done")
+    assert finished["final_answer"].startswith("Bought 4 BETA at 42.0 (order PB-")  # what was filled
+    beta = [e for e in server.control("ledger") if e["result"]["symbol"] == "BETA"]
+    assert [(e["quantity"], e["executions"]) for e in beta] == [(4, 1)]
+    alice.assert_clean()
+
+
+def test_a_high_impact_card_is_marked_and_the_shortcut_alone_never_approves(
+    server: Server, contexts: Any, artifacts: Any
+) -> None:
+    """999,999 GAMMA ≈ 7.25 M USD: a, Enter lands in the confirmation and is refused; typing approve works."""
+    server.control("start_run", run_id="r-big", goal="buy 999999 GAMMA")
+    pk = server.control("approval", run_id="r-big")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    card = item(page, pk)
+    expect(card).to_contain_text("high impact")
+    expect(card).to_contain_text("buy 999,999 GAMMA ≈ 7,249,992.75 USD at the last quote 7.25")
+    card.screenshot(path=str(artifacts / "card-high-impact.png"))
+    card.click(position={"x": 5, "y": 5})
+    page.keyboard.press("a")
+    expect(card.locator("[data-approve-confirm]")).to_be_focused()
+    page.keyboard.press("Enter")  # the browser's own check: the confirmation is required
+    assert server.control("approval", run_id="r-big")["status"] == "pending"
+    card.locator("[data-approve-confirm]").fill("approve")
+    card.locator("[data-approve-confirm]").press("Enter")
+    expect(page.locator("#flash")).to_contain_text("Approved place_order in run r-big")
+    assert server.control("wait_run", run_id="r-big", status="done")["status"] == "done"
+    alice.assert_clean()
+
+
 def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
     server: Server, contexts: Any
 ) -> None:

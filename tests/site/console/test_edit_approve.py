@@ -45,6 +45,10 @@ def test_an_edited_approval_places_the_edited_order_once(people, brokerage_path,
     assert Run.objects.get(run_id="e2").status == RunStatus.DONE
     ledger = PaperBrokerage().ledger()
     assert [(e.quantity, e.executions) for e in ledger] == [(4, 1)]
+    from runs.engine.stores import DjangoCheckpointStore
+
+    answer = DjangoCheckpointStore().load("t1", "e2").final_answer
+    assert answer.startswith("Bought 4 ACME at 101.5"), answer  # what was filled, not the goal's 10
 
 
 def test_a_bad_edit_is_400_keeps_what_was_typed_and_changes_nothing(people, brokerage_path, as_user):
