@@ -246,7 +246,12 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
         text = "The call changed since this page was loaded: nothing was approved. Check it again."
         return _reply(request, entry, 409, "warning", text, keep=True, values=values)
     except AlreadyDecidedError as exc:
-        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+        text = f"Already settled by {exc.detail or 'someone else'}."
+        if values or note.strip():  # what this person typed stays on screen, with the reason
+            typed = {**values, f"note_{decision}": note}
+            text += " Nothing of yours was applied; what you typed is below."
+            return _reply(request, entry, 409, "warning", text, keep=True, values=typed)
+        return _reply(request, entry, 409, "warning", text)
     except DuplicateApproverError:
         return _reply(
             request,

@@ -87,3 +87,15 @@ def test_an_approval_for_other_arguments_than_shown_is_refused(people, brokerage
     )
     assert response.status_code == 409 and "changed since this page was loaded" in response.content.decode()
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+
+
+def test_the_loser_of_a_race_keeps_what_they_typed_with_the_reason(people, brokerage_path, as_user):
+    """bob edited first; op's edit comes back 409 naming bob, with op's typed values still in the form."""
+    approval = start_waiting(people["op"], "e6")
+    assert edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="4").status_code == 200
+    late = edit(as_user("op"), approval, symbol="ACME", side="buy", quantity="7")
+    body = late.content.decode()
+    assert late.status_code == 409 and "Already settled by bob" in body and "what you typed is below" in body
+    assert 'name="arg.quantity" value="7"' in body
+    denied = as_user("op").post(f"/approvals/{approval.pk}/deny/", {"note": "my long reason"}, **HTMX)
+    assert denied.status_code == 409 and 'value="my long reason"' in denied.content.decode()

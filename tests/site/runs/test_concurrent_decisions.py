@@ -9,6 +9,7 @@ a lost race to AlreadyDecidedError, so this test does not accept it.
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -20,6 +21,7 @@ from approvals.services import approval_decide
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.errors import AlreadyDecidedError
+from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
@@ -192,3 +194,46 @@ def test_a_reconcile_given_while_the_worker_is_still_releasing_the_run_is_not_lo
     assert UnknownOutcome.objects.get(tenant_id="t1", run_id="race").settled
     run = Run.objects.get(tenant_id="t1", run_id="race")
     assert run.status == RunStatus.DONE, f"reconciled run left {run.status} ({run.stop_reason})"
+
+
+def test_edits_racing_each_other_leave_exactly_one_edited_call(deciders, brokerage_path):
+    """Ten people edit the same approval to ten quantities at once: one edit wins, one order is placed."""
+    run_start(tenant_id="t1", agent="paper-trader", goal="buy 50 ACME", user=deciders[0], run_id="edit-race")
+    worker = Worker(lease_seconds=30)
+    while worker.run_once():
+        pass
+    approval = Approval.objects.get(tenant_id="t1", run_id="edit-race")
+    barrier = threading.Barrier(len(deciders))
+    outcomes: list[object] = [None] * len(deciders)
+
+    def edit(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            outcomes[i] = approval_decide(
+                tenant_id="t1",
+                approval_id=approval.pk,
+                user=deciders[i],
+                decision="approve",
+                arguments={"symbol": "ACME", "side": "buy", "quantity": i + 1},
+            )
+        except Exception as exc:  # each loser's answer is checked below
+            outcomes[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=edit, args=(i,)) for i in range(len(deciders))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    winners = [o for o in outcomes if isinstance(o, Approval)]
+    losers = [o for o in outcomes if not isinstance(o, Approval)]
+    assert len(winners) == 1, outcomes
+    assert all(isinstance(o, AlreadyDecidedError) for o in losers), losers
+    edited = [e for e in DjangoAuditLog().events("t1") if e.kind == "approval.edited"]
+    assert len(edited) == 1
+    while worker.run_once():
+        pass
+    quantity = json.loads(winners[0].arguments)["quantity"]
+    assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(quantity, 1)]
+    assert verify(DjangoAuditLog(), "t1").ok
