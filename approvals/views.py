@@ -281,15 +281,20 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
     )
 
 
-@require_POST
-@console_page
-def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
-    """Settle an unknown outcome as executed or not executed, with a required note."""
+def _unknown_card(request: HttpRequest, pk: int) -> tuple[UnknownOutcome, InboxEntry]:
+    """The unknown outcome the user may see (NotFoundError otherwise) and its card."""
     by_tenant = memberships(request)
     row = unknown_outcomes_for(tenant_ids=list(by_tenant), settled=None).filter(pk=pk).first()
     if row is None:
         raise NotFoundError()
-    entry = unknown_entry(row, role=by_tenant[row.tenant_id].role)
+    return row, unknown_entry(row, role=by_tenant[row.tenant_id].role)
+
+
+@require_POST
+@console_page
+def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
+    """Settle an unknown outcome as executed or not executed, with a required note."""
+    row, entry = _unknown_card(request, pk)
     executed_text = request.POST.get("executed", "")
     note = request.POST.get("note", "")
     result_text = request.POST.get("result", "").strip()
@@ -340,11 +345,7 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
 @console_page
 def check(request: HttpRequest, pk: int) -> HttpResponse:
     """Ask the system of record about an unknown outcome and pre-fill the form with its answer."""
-    by_tenant = memberships(request)
-    row = unknown_outcomes_for(tenant_ids=list(by_tenant), settled=None).filter(pk=pk).first()
-    if row is None:
-        raise NotFoundError()
-    entry = unknown_entry(row, role=by_tenant[row.tenant_id].role)
+    row, entry = _unknown_card(request, pk)
     try:
         found = unknown_check(tenant_id=row.tenant_id, item_id=row.pk, user=request.user)
     except AlreadyDecidedError as exc:
