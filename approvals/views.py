@@ -264,15 +264,16 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
         return _reply(request, entry, 409, "warning", "This approval expired: it is denied (fail closed).")
     except ApprovalError as exc:
         return _reply(request, entry, 409, "error", exc.message)
+    edited = decided.pk != row.pk  # this request's edit replaced the call with a new one
     if decided.status == "pending":
         left = decided.required - len(decided.votes)
         text = f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
-        if decided.edit_of:
+        if edited:
             text = f"Your edit is recorded and approved by you: {left} more approver needed for it."
         return _reply(
             request, approval_entry(decided, role=role, username=username), 200, "info", text, keep=True
         )
-    if decided.edit_of:
+    if edited:
         text = f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
         return _reply(request, entry, 200, "success", text)
     verb = "Approved" if decision == "approve" else "Denied"

@@ -99,3 +99,25 @@ def test_the_loser_of_a_race_keeps_what_they_typed_with_the_reason(people, broke
     assert 'name="arg.quantity" value="7"' in body
     denied = as_user("op").post(f"/approvals/{approval.pk}/deny/", {"note": "my long reason"}, **HTMX)
     assert denied.status_code == 409 and 'value="my long reason"' in denied.content.decode()
+
+
+def test_a_second_person_approving_an_edited_call_under_four_eyes_is_told_plainly(
+    people, brokerage_path, as_user, settings
+):
+    """bob edits (one of two votes); op approves the edited call: a plain approval, the order of 4 runs."""
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "four-eyes": "tests.site.console.agents.build_four_eyes",
+    }
+    approval = start_waiting(people["op"], "e7", agent="four-eyes")
+    first = edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="4")
+    assert first.status_code == 200 and "1 more approver needed" in first.content.decode()
+    edited = Approval.objects.get(run_id="e7", edit_of=approval.action_id)
+    assert edited.status == ApprovalStatus.PENDING
+    second = as_user("op").post(
+        f"/approvals/{edited.pk}/approve/", {"note": "", "arguments_hash": edited.arguments_hash}, **HTMX
+    )
+    body = second.content.decode()
+    assert second.status_code == 200 and "the run is queued" in body and "with your edit" not in body
+    drain()
+    assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(4, 1)]
