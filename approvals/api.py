@@ -16,6 +16,7 @@ from approvals.schemas import (
     ApprovalOut,
     ApprovalPageOut,
     ApproveIn,
+    CancelIn,
     DenyIn,
     ReconcileIn,
     UnknownOutcomeOut,
@@ -24,8 +25,8 @@ from approvals.schemas import (
     unknown_outcome_out,
 )
 from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
-from approvals.services import approval_decide, unknown_reconcile
-from runs.schemas import ACTION_ID, RUN_ID
+from approvals.services import approval_decide, run_cancel, unknown_reconcile
+from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
 from tenants.api_auth import API_AUTH as AUTH
 from tenants.api_auth import TenantQuery, caller_of
@@ -124,6 +125,33 @@ def deny(
         note=payload.note,
     )
     return approval_out(row)
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response=responses({200: RunOut}, WRITE_ERRORS),
+    summary="Cancel a run",
+    description=(
+        "Stop the run for good: now if no worker holds it (its waiting approvals are withdrawn), "
+        "else at its next step (a call already handed to its tool finishes or becomes an unknown "
+        "outcome, never killed mid-call). Idempotent. 409 `run_finished` for a finished run; 403 "
+        "for a viewer."
+    ),
+)
+def cancel_run(
+    request: HttpRequest,
+    run_id: Annotated[str, Path(pattern=RUN_ID, max_length=128)],
+    payload: CancelIn | None = None,
+    tenant: TenantQuery = None,
+) -> RunOut:
+    caller = caller_of(request, tenant)
+    run = run_cancel(
+        tenant_id=caller.tenant_id,
+        run_id=run_id,
+        user=caller.user,
+        note=payload.note if payload is not None else "",
+    )
+    return run_out(run)
 
 
 @router.get(

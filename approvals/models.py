@@ -17,6 +17,8 @@ class ApprovalStatus(models.TextChoices):
     APPROVED = "approved", "Approved"
     DENIED = "denied", "Denied"
     EXPIRED = "expired", "Expired"
+    WITHDRAWN = "withdrawn", "Withdrawn"
+    """The run was cancelled while it waited: nobody needs to decide it."""
 
 
 class Approval(models.Model):

@@ -39,7 +39,10 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
     assert approval is not None
     status = ApprovalStatus.PENDING
     decided_by, decided_at = "", None
-    if approval.expired:
+    if approval.withdrawn:
+        status, decided_by = ApprovalStatus.WITHDRAWN, action.outcome.settled_by or ""
+        decided_at = action.outcome.at
+    elif approval.expired:
         status = ApprovalStatus.EXPIRED
     elif approval.denied_by:
         status, decided_by, decided_at = ApprovalStatus.DENIED, approval.denied_by, approval.denied_at

@@ -19,6 +19,7 @@ __all__ = [
     "ApprovalOut",
     "ApprovalPageOut",
     "ApproveIn",
+    "CancelIn",
     "DenyIn",
     "ReconcileIn",
     "UnknownOutcomeOut",
@@ -59,6 +60,14 @@ class ApproveIn(Schema):
             "your approval. The same arguments as proposed are a plain approval."
         ),
     )
+
+
+class CancelIn(Schema):
+    """Cancel a run, with an optional note saying why."""
+
+    model_config = _IN
+
+    note: str = Field("", max_length=2_000, pattern=_TEXT)
 
 
 class DenyIn(Schema):

@@ -16,17 +16,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from audit.store import DjangoAuditLog
 from keelgate.errors import (
     AlreadyDecidedError,
     ApprovalExpiredError,
     KeelgateError,
     NoteRequiredError,
     OutcomeAlreadySettledError,
+    RunFinishedError,
 )
 from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
 from runs.engine.loops import build_loop
-from runs.services import run_requeue
+from runs.models import Run, RunStatus
+from runs.services import run_move, run_requeue
 from sitekit.db import unique_or_none
 from sitekit.errors import NotFoundError
 from tenants.access import require_role
@@ -147,6 +150,62 @@ def unknown_check(*, tenant_id: str, item_id: int, user: Any) -> LookupResult:
     except ValueError:
         arguments = {}
     return lookup_call(load_agent(item.agent), item.tool, item.idempotency_key, arguments)
+
+
+CANCELLABLE = (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.STOPPED)
+"""Statuses in which no worker holds the run: a cancel applies at once."""
+
+
+def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run:
+    """Cancel a run as ``user``: it stops for good and its pending approvals are withdrawn.
+
+    A run nobody drives (queued, waiting, stopped) is cancelled at once, in one
+    transaction with its checkpoint, its withdrawn approvals and the audit events. A
+    run a worker holds is marked: the worker stops it at the next phase boundary, and a
+    WRITE already handed to its tool finishes (or becomes an unknown outcome), never
+    killed mid-call. Idempotent; a finished run is RunFinishedError (409 ``run_finished``).
+    """
+    require_role(user, tenant_id, Role.APPROVER)
+    by = user.get_username()
+    with transaction.atomic():
+        # The run's inbox rows first, then the run: the order a decision takes its locks in.
+        list(Approval.objects.select_for_update().filter(tenant_id=tenant_id, run_id=run_id).order_by("pk"))
+        run = unique_or_none(Run.objects.select_for_update().filter(tenant_id=tenant_id, run_id=run_id))
+        if run is None:
+            raise NotFoundError()
+        if run.status == RunStatus.CANCELLED:
+            return run
+        if run.status == RunStatus.DONE:
+            raise RunFinishedError(run_id)
+        if run.status == RunStatus.RUNNING:
+            if not run.cancel_requested_by:
+                Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)
+                DjangoAuditLog().append(
+                    tenant_id, actor=by, kind="run.cancel_requested", body={"run_id": run_id, "note": note}
+                )
+            run.refresh_from_db()
+            return run
+        loop = build_loop(run.agent)
+        if loop.checkpoints.load(tenant_id, run_id) is not None:
+            loop.cancel(tenant_id, run_id, by=by, note=note)
+        else:  # queued, never started: there is no state to stop, only the run to close
+            DjangoAuditLog().append(
+                tenant_id,
+                actor=by,
+                kind="run.cancelled",
+                body={"run_id": run_id, "note": note, "withdrawn": []},
+            )
+        run_move(
+            tenant_id=tenant_id,
+            run_id=run_id,
+            to=RunStatus.CANCELLED,
+            actor=by,
+            reason="cancelled",
+            expect={"status__in": CANCELLABLE},
+            stop_reason="cancelled",
+        )
+        run.refresh_from_db()
+    return run
 
 
 def approvals_expire() -> int:

@@ -32,7 +32,7 @@ from approvals.selectors import (
     recently_decided,
     unknown_outcomes_for,
 )
-from approvals.services import approval_decide, unknown_check, unknown_reconcile
+from approvals.services import approval_decide, run_cancel, unknown_check, unknown_reconcile
 from audit.selectors import audit_heads
 from keelgate.errors import (
     AlreadyDecidedError,
@@ -47,6 +47,7 @@ from keelgate.errors import (
     KeelgateError,
     NoteRequiredError,
     NotReconcilableError,
+    RunFinishedError,
 )
 from runs.agents import lookup_label, tool_schema
 from sitekit.errors import ForbiddenError, NotFoundError
@@ -280,6 +281,26 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
     return _reply(
         request, entry, 200, "success", f"{verb} {row.tool} in run {row.run_id}: the run is queued."
     )
+
+
+@require_POST
+@console_page
+def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
+    """Cancel a run from its page (an approver); back to the page with what happened."""
+    back = reverse("run", args=[tenant_id, run_id])
+    note = request.POST.get("note", "")[:NOTE_MAX]
+    try:
+        run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
+    except RunFinishedError:
+        messages.warning(request, "Not cancelled: the run has already finished.")
+        return HttpResponseRedirect(back, status=303)
+    if run.status == "cancelled":
+        messages.success(
+            request, "Cancelled: the run will not continue; its waiting approvals were withdrawn."
+        )
+    else:
+        messages.info(request, "Cancel asked: the worker stops the run at its next step.")
+    return HttpResponseRedirect(back, status=303)
 
 
 def _unknown_card(request: HttpRequest, pk: int) -> tuple[UnknownOutcome, InboxEntry]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import BaseModel, Field
 
 from audit.models import AuditEvent as EventRow
 from keelgate.audit import ChainReport
-from sitekit.api import INPUT
+from sitekit.api import INPUT, JSON_INTEGER
 
 __all__ = [
     "AuditEventOut",
@@ -76,7 +76,7 @@ class ChainDigestIn(Schema):
     model_config = INPUT
 
     tenant_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
-    seq: int = Field(ge=1, le=2**63 - 1)
+    seq: Annotated[int, Field(ge=1, le=2**63 - 1), JSON_INTEGER]
     hash: str = Field(pattern=r"^[0-9a-f]{64}$")
     exported_at: str = Field(max_length=64, pattern=r"^[0-9T:+.Z-]+$")
     public_key: str = Field(max_length=64, pattern=r"^[A-Za-z0-9+/=]+$")

@@ -106,17 +106,20 @@ class ApprovalState(BaseModel):
     """The policy marked it high impact: approving it takes a deliberate second step."""
     replaced_by: str | None = None
     """The action that replaces this one (this one was denied by the edit)."""
+    withdrawn: bool = False
+    """The run was cancelled while this waited: nobody needs to decide it any more."""
 
     @property
     def granted(self) -> bool:
         """Enough distinct people approved these very arguments and nobody denied."""
         votes = {v.by for v in self.approvals if v.arguments_hash in ("", self.arguments_hash)}
-        return self.denied_by is None and not self.expired and len(votes) >= self.required
+        open_ = self.denied_by is None and not self.expired and not self.withdrawn
+        return open_ and len(votes) >= self.required
 
     @property
     def settled(self) -> bool:
         """Approved, denied or expired: nothing more to decide."""
-        return self.granted or self.denied_by is not None or self.expired
+        return self.granted or self.denied_by is not None or self.expired or self.withdrawn
 
 
 class PlannedAction(BaseModel):

@@ -56,6 +56,8 @@ class StopReason(StrEnum):
     APPROVAL_PENDING = "approval_pending"
     INTERRUPTED = "interrupted"
     """The host asked the loop to stop at the next phase boundary (a worker's SIGTERM)."""
+    CANCELLED = "cancelled"
+    """A person cancelled the run: it stopped at a phase boundary and never continues."""
     ERROR = "error"
 
     @property

@@ -39,6 +39,8 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]
             │   │   └── NoteRequiredError      note_required [422]
             │   ├── InvalidResultError         result_invalid [422]
+            │   ├── RunCancelledError          run_cancelled
+            │   ├── RunFinishedError           run_finished
             │   └── NotReplayableError         not_replayable
             ├── PlannerError                   planner_invalid
             ├── VerifierError                  verifier_invalid
@@ -88,8 +90,10 @@ __all__ = [
     "OutcomeAlreadySettledError",
     "OutcomeUnknownError",
     "PlannerError",
+    "RunCancelledError",
     "RunError",
     "RunExistsError",
+    "RunFinishedError",
     "RunNotFoundError",
     "SideEffectNotPermittedError",
     "StaleCheckpointError",
@@ -298,6 +302,20 @@ class InvalidResultError(RunError):
     code = "result_invalid"
     message = "The recorded result must be a JSON object, and only for an executed call."
     http_status = 422
+
+
+class RunCancelledError(RunError):
+    """The run was cancelled: a call still waiting then will never run."""
+
+    code = "run_cancelled"
+    message = "The run was cancelled; this call will not run."
+
+
+class RunFinishedError(RunError):
+    """The run already finished (its goal was reached): there is nothing left to cancel."""
+
+    code = "run_finished"
+    message = "The run has already finished."
 
 
 class NotReplayableError(RunError):

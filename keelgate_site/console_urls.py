@@ -24,6 +24,7 @@ urlpatterns = [
     path("runs/<slug:tenant_id>/<path:run_id>/status/", runs.run_status, name="run-status"),
     path("runs/<slug:tenant_id>/<path:run_id>/resume/", runs.run_resume_view, name="run-resume"),
     path("runs/<slug:tenant_id>/<path:run_id>/replay/", runs.run_replay, name="run-replay"),
+    path("runs/<slug:tenant_id>/<path:run_id>/cancel/", approvals.run_cancel_view, name="run-cancel"),
     path("runs/<slug:tenant_id>/<path:run_id>/", runs.run_detail, name="run"),
     path("audit/", audit.audit_index, name="audit"),
     path("audit/<slug:tenant_id>/", audit.audit_chain, name="audit-chain"),

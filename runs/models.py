@@ -21,6 +21,8 @@ class RunStatus(models.TextChoices):
     STOPPED = "stopped", "Stopped"
     """A budget stop or an error: resumable with a new budget."""
     DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+    """A person cancelled it: it never continues (its approvals were withdrawn)."""
 
 
 class Run(models.Model):
@@ -47,6 +49,9 @@ class Run(models.Model):
     lease_epoch = models.BigIntegerField(default=0)
     """Fencing token: bumped on every claim; every write of the holder checks it."""
     attempts = models.IntegerField(default=0)
+    cancel_requested_by = models.CharField(max_length=150, blank=True)
+    """Who asked to cancel the run while a worker held it: the worker stops it at the next
+    phase boundary (and empty when nobody did)."""
     created_by = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -7,7 +7,7 @@ they are returned as JSON values or plain strings, never interpreted by the API.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
 from runs.selectors import TimelineEntry
-from sitekit.api import INPUT, json_value
+from sitekit.api import INPUT, JSON_INTEGER, json_value
 
 __all__ = [
     "ACTION_ID",
@@ -51,11 +51,15 @@ class StopIn(Schema):
 
     model_config = _IN
 
-    max_iterations: int | None = Field(None, ge=1, le=10_000, description="Plan steps.")
-    max_tokens: int | None = Field(None, ge=1, le=10**10, description="Input plus output tokens.")
+    max_iterations: Annotated[int, Field(ge=1, le=10_000), JSON_INTEGER] | None = Field(
+        None, description="Plan steps."
+    )
+    max_tokens: Annotated[int, Field(ge=1, le=10**10), JSON_INTEGER] | None = Field(
+        None, description="Input plus output tokens."
+    )
     max_dollars: float | None = Field(None, gt=0, le=1_000_000, allow_inf_nan=False)
     timeout_seconds: float | None = Field(None, gt=0, le=30 * 86_400, allow_inf_nan=False)
-    max_verifier_rejections: int | None = Field(None, ge=0, le=1_000)
+    max_verifier_rejections: Annotated[int, Field(ge=0, le=1_000), JSON_INTEGER] | None = None
 
     def limits(self) -> dict[str, Any]:
         """As the services take them."""

@@ -33,6 +33,7 @@ STATUS_AFTER_STOP = {
     StopReason.APPROVAL_PENDING: RunStatus.WAITING,
     StopReason.OUTCOME_UNKNOWN: RunStatus.WAITING,
     StopReason.INTERRUPTED: RunStatus.QUEUED,
+    StopReason.CANCELLED: RunStatus.CANCELLED,
 }
 """Every other stop (budgets, errors) leaves the run STOPPED, resumable by a person."""
 

@@ -217,6 +217,9 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         "budgets": budgets(state, run),
         "active": run.status in ACTIVE,
         "can_resume": run.status == RunStatus.STOPPED and allows(request, run.tenant_id, Role.APPROVER),
+        "can_cancel": run.status not in (RunStatus.DONE, RunStatus.CANCELLED)
+        and not run.cancel_requested_by
+        and allows(request, run.tenant_id, Role.APPROVER),
         "budget_stop": bool(run.stop_reason) and run.stop_reason in {r.value for r in _HIT_BY},
         "waiting": waiting,
     }

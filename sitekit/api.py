@@ -13,13 +13,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from django.db.models import Q, QuerySet
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 from sitekit.errors import InvalidCursorError
 
 __all__ = [
     "CURSOR",
     "INPUT",
+    "JSON_INTEGER",
     "MAX_ID",
     "NO_NUL",
     "READ_ERRORS",
@@ -45,6 +46,19 @@ CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
 INPUT = ConfigDict(extra="forbid", strict=True)
 """Every API input schema: unknown fields are errors, and nothing is coerced. Lax parsing
 would read ``{"executed": "yes"}`` as a settlement and ``{"max_iterations": true}`` as 1."""
+
+
+def _json_integer(value: Any) -> Any:
+    """JSON Schema's integer: a number with no fraction (``5`` or ``5.0``), never ``"5"`` or ``true``."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value  # anything else meets the strict int check as it is (and fails it unless an int)
+
+
+JSON_INTEGER = BeforeValidator(_json_integer)
+"""For an ``int`` field of an input schema, after its ``Field`` bounds (which must come first
+for the bounds to reach the JSON schema): ``Annotated[int, Field(ge=1), JSON_INTEGER]``.
+5.0 is then 5, as JSON Schema (and schemathesis) read it; "5" and true stay refused."""
 
 MAX_JSON_OBJECT_BYTES = 16_384
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, runtime_che
 from pydantic import ValidationError
 
 from keelgate._state import ActionOutcome, ApprovalState, ApprovalVote, LoopState, PlannedAction
-from keelgate._types import ActionStatus
+from keelgate._types import ActionStatus, Phase, StopReason
 from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.errors import (
     ActionNotFoundError,
@@ -35,6 +35,8 @@ from keelgate.errors import (
     NoteRequiredError,
     NotReconcilableError,
     OutcomeAlreadySettledError,
+    RunCancelledError,
+    RunFinishedError,
 )
 from keelgate.gateway import SideEffect
 from keelgate.idempotency import KeyStatus
@@ -273,6 +275,43 @@ class DecisionsMixin:
         raise NotImplementedError
 
     @_one_commit
+    def cancel(self, tenant_id: str, run_id: str, *, by: str, note: str = "") -> LoopState:
+        """Cancel a run that no loop is driving now: it stops for good, its approvals withdrawn.
+
+        A call that waits for approval is withdrawn (it never runs); an unknown outcome
+        stays for a person to settle, since it may have happened. Cancelling a cancelled
+        run changes nothing; a finished one is RunFinishedError. A run being driven is
+        cancelled by its host instead, through ``should_stop`` (``StopReason.CANCELLED``).
+        """
+        state = self._load(tenant_id, run_id)
+        if state.stop_reason is StopReason.CANCELLED:
+            return state
+        if state.phase is Phase.DONE:
+            raise RunFinishedError(run_id)
+        now = self.clock.now()
+        withdrawn = []
+        for action in state.actions:
+            approval = action.approval
+            if (
+                approval is not None
+                and action.status is ActionStatus.AWAITING_APPROVAL
+                and not approval.settled
+            ):
+                approval.withdrawn = True
+                action.outcome = ActionOutcome(
+                    status=ActionStatus.DENIED,
+                    code=RunCancelledError.code,
+                    detail=f"cancelled by {by}",
+                    settled_by=by,
+                    at=now,
+                )
+                withdrawn.append(action.action_id)
+        state.stop_reason = StopReason.CANCELLED
+        self._save(state, active=False)
+        self._audit(state, "run.cancelled", actor=by, note=note, withdrawn=withdrawn)
+        return state
+
+    @_one_commit
     def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
         """Deny the call; the planner sees the denial and ``note`` on the next step."""
         if not note.strip():
@@ -371,6 +410,8 @@ class DecisionsMixin:
         approval = action.approval
         if approval is None:
             raise ApprovalError(action_id)
+        if approval.withdrawn:  # the run was cancelled: the person who cancelled it settled this
+            raise AlreadyDecidedError(action.outcome.settled_by or "cancelled")
         if approval.denied_by or approval.granted:
             raise AlreadyDecidedError(approval.denied_by or approval.approvals[-1].by)
         now = self.clock.now()

@@ -85,7 +85,7 @@ class Loop(DecisionsMixin):
         clock: Clock | None = None,
         failpoints: Failpoints | None = None,
         owner: str | None = None,
-        should_stop: Callable[[], bool] | None = None,
+        should_stop: Callable[[], bool | StopReason] | None = None,
     ) -> None:
         self.planner = planner
         self.gateway = gateway
@@ -108,7 +108,8 @@ class Loop(DecisionsMixin):
         self.failpoints = failpoints or Failpoints.from_env() or Failpoints()
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.should_stop = should_stop
-        """Asked at every phase boundary; True stops the run there, resumable (INTERRUPTED)."""
+        """Asked at every phase boundary; True stops the run there, resumable (INTERRUPTED);
+        ``StopReason.CANCELLED`` stops it for good (a person cancelled it)."""
         self._tick_at = 0.0
         self._group_of: tuple[tuple[int, ...], CommitGroup] | None = None
 
@@ -199,6 +200,8 @@ class Loop(DecisionsMixin):
             state.limits = stop.to_limits()
         if state.phase is Phase.DONE:
             return self._result(state, StopReason.GOAL_REACHED)
+        if state.stop_reason is StopReason.CANCELLED:
+            return self._result(state, StopReason.CANCELLED)  # cancelled is final: nothing runs
         self._tick_at = self.clock.monotonic()
         with self._grouped():
             return await self._drive(state, conditions)
@@ -237,8 +240,10 @@ class Loop(DecisionsMixin):
             if state.phase is Phase.DONE:
                 return await self._stop(state, StopReason.GOAL_REACHED)
             reason = limit_reached(state)
-            if reason is None and self.should_stop is not None and self.should_stop():
-                reason = StopReason.INTERRUPTED
+            if reason is None and self.should_stop is not None:
+                asked = self.should_stop()
+                if asked:
+                    reason = asked if asked is StopReason.CANCELLED else StopReason.INTERRUPTED
             if reason is not None:
                 return await self._stop(state, reason)
             if state.phase is Phase.PLAN:

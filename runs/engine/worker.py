@@ -32,7 +32,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
-from keelgate.loop import LoopLimits, LoopResult, StopConditions
+from keelgate.loop import Loop, LoopLimits, LoopResult, StopConditions, StopReason
 from runs.engine.fencing import Fence
 from runs.engine.loops import build_loop
 from runs.engine.monitors import monitors_tick_due
@@ -133,12 +133,18 @@ class Worker:
 
     def execute(self, claim: Claim) -> str:
         """Drive one claimed run until it stops; return the run's new status."""
-        lost = threading.Event()
-        renewer = threading.Thread(target=self._keep_renewing, args=(claim, lost), daemon=True)
+        lost, cancel = threading.Event(), threading.Event()
+        renewer = threading.Thread(target=self._keep_renewing, args=(claim, lost, cancel), daemon=True)
         renewer.start()
         context = {"tenant": claim.tenant_id, "run": claim.run_id, "epoch": claim.epoch}
+
+        def should_stop() -> bool | StopReason:
+            if cancel.is_set():
+                return StopReason.CANCELLED
+            return self.stopping.is_set() or lost.is_set()
+
         try:
-            result = self._drive(claim, should_stop=lambda: self.stopping.is_set() or lost.is_set())
+            result = self._drive(claim, should_stop=should_stop)
         except LeaseLostError:
             log.warning("lease lost; another worker owns the run %s", _kv(context))
             return RunStatus.RUNNING
@@ -159,6 +165,14 @@ class Worker:
             lost.set()
             renewer.join(timeout=5)
         status = status_after_stop(result.stop_reason)
+        if status not in (RunStatus.DONE, RunStatus.CANCELLED) and self._cancel_requested(claim):
+            # Asked to cancel while this worker held the run, which then stopped for
+            # another reason (a wait, a budget): the cancel still applies, now.
+            self._fenced_loop(claim).cancel(claim.tenant_id, claim.run_id, by=self._cancelled_by(claim))
+            result = LoopResult(
+                state=result.state, stop_reason=StopReason.CANCELLED, goal_reached=False, resumable=False
+            )
+            status = RunStatus.CANCELLED
         for action in result.state.current_actions:
             log.info(
                 "action %s",
@@ -221,15 +235,32 @@ class Worker:
             self._runner = asyncio.Runner()
         return self._runner.run(go())
 
-    def _keep_renewing(self, claim: Claim, lost: threading.Event) -> None:
+    def _keep_renewing(self, claim: Claim, lost: threading.Event, cancel: threading.Event) -> None:
+        """Renew the lease, and notice a person's cancel, every third of the lease."""
         interval = max(0.05, self.lease_seconds / 3)
         while not lost.wait(interval):
             try:
                 if not self.renew(claim):
                     lost.set()
+                elif self._cancel_requested(claim):
+                    cancel.set()
             except DatabaseError:
                 close_old_connections()
         connection.close()
+
+    def _cancelled_by(self, claim: Claim) -> str:
+        return str(Run.objects.values_list("cancel_requested_by", flat=True).get(pk=claim.pk))
+
+    def _cancel_requested(self, claim: Claim) -> bool:
+        return bool(self._cancelled_by(claim))
+
+    def _fenced_loop(self, claim: Claim) -> Loop:
+        return build_loop(
+            claim.agent,
+            fence=Fence(claim.tenant_id, claim.run_id, claim.epoch),
+            owner=f"{self.owner}#{claim.epoch}",
+            lease_seconds=self.lease_seconds,
+        )
 
     def run_once(self) -> bool:
         """Claim and run one run; False when there was nothing to do."""

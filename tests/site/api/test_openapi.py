@@ -34,7 +34,7 @@ def test_the_document_validates(transactional_db):
 def test_every_operation_has_a_summary_a_success_schema_and_error_responses(transactional_db):
     """Each operation: a summary, a 2xx JSON schema, ErrorOut for 401, 404, 422, 429, and security."""
     document = spec()
-    assert len(list(operations(document))) == 15
+    assert len(list(operations(document))) == 16
     for method, path, operation in operations(document):
         where = f"{method.upper()} {path}"
         assert operation.get("summary"), where
@@ -71,3 +71,20 @@ def test_the_interactive_docs_are_served(transactional_db):
     """/api/v1/docs renders the Swagger UI."""
     response = Api(None).http.get("/api/v1/docs")
     assert response.status_code == 200 and b"swagger" in response.content.lower()
+
+
+def test_the_document_uses_json_schema_bounds_not_pydantic_ones(transactional_db):
+    """minimum/maximum, never pydantic's ge/le/gt/lt: a validator must not hide a bound from clients."""
+    found = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            found.extend(f"{where}.{k}" for k in ("ge", "le", "gt", "lt") if k in node)
+            for key, value in node.items():
+                walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(spec(), "$")
+    assert found == []

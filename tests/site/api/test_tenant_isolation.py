@@ -63,6 +63,7 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     absent(call("GET", "/runs/{run_id}", "/runs/r1"))
     absent(call("GET", "/runs/{run_id}/checkpoints", "/runs/r1/checkpoints"))
     absent(call("POST", "/runs/{run_id}/resume", "/runs/r1/resume", {}))
+    absent(call("POST", "/runs/{run_id}/cancel", "/runs/r1/cancel", {}))
     absent(call("GET", "/approvals/{approval_id}", f"/approvals/{pending.pk}"))
     absent(call("POST", "/approvals/{approval_id}/approve", f"/approvals/{pending.pk}/approve", {}))
     absent(call("POST", "/approvals/{approval_id}/deny", f"/approvals/{pending.pk}/deny", {"note": "no"}))
