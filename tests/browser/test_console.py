@@ -258,6 +258,57 @@ def test_a_high_impact_card_is_marked_and_the_shortcut_alone_never_approves(
     alice.assert_clean()
 
 
+CONTRAST = """
+(selector) => {
+  const rgb = (text) => text.match(/[0-9.]+/g).slice(0, 3).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const el = document.querySelector(selector);
+  const style = getComputedStyle(el);
+  const [a, b] = [lum(rgb(style.color)), lum(rgb(style.backgroundColor))];
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_decision_buttons_meet_aa_contrast_in_both_themes(server: Server, contexts: Any, scheme: str) -> None:
+    """Approve, Deny and the high-impact badge: text against its fill at least 4.5:1 (WCAG AA)."""
+    server.control("start_run", run_id=f"r-contrast-{scheme}", goal="buy 999999 GAMMA")
+    server.control("approval", run_id=f"r-contrast-{scheme}")
+    page = log_in(contexts(color_scheme=scheme), server, "alice").page
+    for selector in ["button.ok", "button.danger", ".badge.high"]:
+        ratio = page.evaluate(CONTRAST, selector)
+        assert ratio >= 4.5, f"{selector} in {scheme}: {ratio:.2f}:1"
+
+
+def test_no_console_page_scrolls_sideways_on_a_phone(server: Server, contexts: Any) -> None:
+    """At 390 px the inbox (with an unknown outcome and its long key), the runs list and a run page fit."""
+    server.control("set_mode", mode="fail")
+    try:
+        server.control("start_run", run_id="r-phone-with-a-rather-long-run-identifier-0123456789")
+        pk = server.control("approval", run_id="r-phone-with-a-rather-long-run-identifier-0123456789")["pk"]
+        alice = log_in(contexts(), server, "alice")
+        item(alice.page, pk).get_by_role("button", name="Approve").click()
+        server.control("unknown", run_id="r-phone-with-a-rather-long-run-identifier-0123456789")
+    finally:
+        server.control("set_mode", mode="normal")
+    phone = log_in(contexts(viewport=PHONE, is_mobile=True, has_touch=True), server, "bob").page
+    for path in [
+        "/",
+        "/runs/",
+        "/runs/acme/r-phone-with-a-rather-long-run-identifier-0123456789/",
+        "/audit/acme/",
+    ]:
+        phone.goto(f"{server.url}{path}")
+        if path == "/":  # the unknown outcome's card, with its idempotency key, is on the page
+            expect(phone.locator('[id^="item-u-"]').first).to_contain_text("kg_")
+        wide = phone.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert wide[0] <= wide[1] + 1, f"{path} is {wide[0]} px wide on a {wide[1]} px screen"
+
+
 def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
     server: Server, contexts: Any
 ) -> None:
