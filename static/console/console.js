@@ -144,6 +144,22 @@
     }
   });
 
+  /* After a decision removes an item, focus moves to the next one (or the one before),
+     not to the page's body: a, Enter, a, Enter works down the list. beforeSwap still
+     reaches the document (the item is attached then); the check runs once htmx swapped. */
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target || !target.matches || !target.matches("[data-item]")) return;
+    var list = items();
+    var index = list.indexOf(target);
+    var id = target.id;
+    var next = list[index + 1] || list[index - 1] || null;
+    setTimeout(function () {
+      if (document.getElementById(id)) return;  // it stayed (an error, a second approver)
+      if (next && document.body.contains(next)) select(next);
+    }, 50);
+  });
+
   /* Keyboard: j / k move, a approve, d deny, Esc back to the item. */
   document.addEventListener("keydown", function (e) {
     if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return;

@@ -309,6 +309,21 @@ def test_no_console_page_scrolls_sideways_on_a_phone(server: Server, contexts: A
         assert wide[0] <= wide[1] + 1, f"{path} is {wide[0]} px wide on a {wide[1]} px screen"
 
 
+def test_after_a_keyboard_approval_focus_moves_to_the_next_item(server: Server, contexts: Any) -> None:
+    """a, Enter approves the selected item; focus lands on the next item, not the page body."""
+    first_pk = server.control("approval", run_id=server.control("start_run", run_id="r-focus-1"))["pk"]
+    second_pk = server.control("approval", run_id=server.control("start_run", run_id="r-focus-2"))["pk"]
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    newest = item(page, second_pk)  # newest first: r-focus-2 is above r-focus-1
+    newest.click(position={"x": 5, "y": 5})
+    page.keyboard.press("a")
+    page.keyboard.press("Enter")
+    expect(newest).to_have_count(0)
+    expect(item(page, first_pk)).to_be_focused()  # the next item, not the page body
+    alice.assert_clean()
+
+
 def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
     server: Server, contexts: Any
 ) -> None:
