@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
-from keelgate.loop import Loop, LoopType
+from keelgate.loop import Loop, LoopType, StopReason
 from runs.agents import Agent, load_agent
 from runs.agents.lookups import LookupConfirmer
 from runs.engine.commits import DjangoCommitGroup
@@ -31,7 +31,7 @@ def build_loop(
     *,
     fence: Fence | None = None,
     owner: str | None = None,
-    should_stop: Callable[[], bool] | None = None,
+    should_stop: Callable[[], bool | StopReason] | None = None,
     lease_seconds: float = 300.0,
     loop_type: LoopType = LoopType.TASK,
     allowed_side_effects: frozenset[SideEffect] | None = None,

@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -165,10 +166,13 @@ class Worker:
             lost.set()
             renewer.join(timeout=5)
         status = status_after_stop(result.stop_reason)
-        if status not in (RunStatus.DONE, RunStatus.CANCELLED) and self._cancel_requested(claim):
+        cancelled_by = (
+            self._cancelled_by(claim) if status not in (RunStatus.DONE, RunStatus.CANCELLED) else ""
+        )
+        if cancelled_by:
             # Asked to cancel while this worker held the run, which then stopped for
             # another reason (a wait, a budget): the cancel still applies, now.
-            self._fenced_loop(claim).cancel(claim.tenant_id, claim.run_id, by=self._cancelled_by(claim))
+            self._fenced_loop(claim).cancel(claim.tenant_id, claim.run_id, by=cancelled_by)
             result = LoopResult(
                 state=result.state, stop_reason=StopReason.CANCELLED, goal_reached=False, resumable=False
             )
@@ -200,19 +204,12 @@ class Worker:
         log.info("run stopped %s", _kv({**context, "reason": reason, "status": status}))
         return status
 
-    def _drive(self, claim: Claim, *, should_stop: object) -> LoopResult:
+    def _drive(self, claim: Claim, *, should_stop: Callable[[], bool | StopReason]) -> LoopResult:
         run = Run.objects.get(pk=claim.pk)
         stop = None
         if run.pending_limits:
             stop = StopConditions.from_limits(LoopLimits.model_validate(run.pending_limits))
-        fence = Fence(claim.tenant_id, claim.run_id, claim.epoch)
-        loop = build_loop(
-            claim.agent,
-            fence=fence,
-            owner=f"{self.owner}#{claim.epoch}",
-            should_stop=should_stop,  # type: ignore[arg-type]
-            lease_seconds=self.lease_seconds,
-        )
+        loop = self._fenced_loop(claim, should_stop=should_stop)
         os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
         async def go() -> LoopResult:
@@ -242,23 +239,25 @@ class Worker:
             try:
                 if not self.renew(claim):
                     lost.set()
-                elif self._cancel_requested(claim):
+                elif self._cancelled_by(claim):
                     cancel.set()
             except DatabaseError:
                 close_old_connections()
         connection.close()
 
     def _cancelled_by(self, claim: Claim) -> str:
+        """Who asked to cancel the run while this worker held it ("" if nobody)."""
         return str(Run.objects.values_list("cancel_requested_by", flat=True).get(pk=claim.pk))
 
-    def _cancel_requested(self, claim: Claim) -> bool:
-        return bool(self._cancelled_by(claim))
-
-    def _fenced_loop(self, claim: Claim) -> Loop:
+    def _fenced_loop(
+        self, claim: Claim, *, should_stop: Callable[[], bool | StopReason] | None = None
+    ) -> Loop:
+        """The agent's loop with every write fenced by this claim's lease epoch."""
         return build_loop(
             claim.agent,
             fence=Fence(claim.tenant_id, claim.run_id, claim.epoch),
             owner=f"{self.owner}#{claim.epoch}",
+            should_stop=should_stop,
             lease_seconds=self.lease_seconds,
         )
 
