@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "audit",
     "runs",
     "approvals",
+    "notifications",  # webhooks and email, read from the audit chain
     "keelgate_site",  # the assembly: settings, URL maps, asgi, the API, the demo commands
 ]
 

@@ -1,0 +1,5 @@
+"""Email about waiting items. Placeholder until built."""
+
+
+def send_due() -> int:
+    return 0

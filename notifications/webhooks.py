@@ -1,0 +1,5 @@
+"""Webhooks per tenant (Standard Webhooks). Placeholder until built."""
+
+
+def deliver_due() -> int:
+    return 0
