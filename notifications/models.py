@@ -1,0 +1,115 @@
+"""What notifications remember: receivers, how far each has read the chain, and deliveries."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from tenants.models import Tenant
+
+# -- webhooks ---------------------------------------------------------------------------
+
+
+class WebhookEndpoint(models.Model):
+    """One tenant's receiver of Standard Webhooks, signed with its ``whsec_`` secret."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="webhook_endpoints")
+    url = models.URLField(max_length=2000)
+    secret = models.CharField(max_length=100)
+    """``whsec_<base64>``: shown once, when registered; the admin never lists it."""
+    events = models.JSONField(default=list, blank=True)
+    """Event types this receiver wants; empty means all of them."""
+    include_arguments = models.BooleanField(default=False)
+    """The tenant opted in to send a call's arguments (they may be sensitive)."""
+    enabled = models.BooleanField(default=True)
+    description = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant_id", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: {self.url}"
+
+
+class WebhookCursor(models.Model):
+    """How far one endpoint has read its tenant's audit chain (the outbox).
+
+    Kept apart from the endpoint so that saving the endpoint (the admin) never moves it.
+    It moves only in the transaction that records the deliveries for what it passed.
+    """
+
+    endpoint = models.OneToOneField(
+        WebhookEndpoint, on_delete=models.CASCADE, primary_key=True, related_name="cursor"
+    )
+    seq = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class DeliveryStatus(models.TextChoices):
+    """Where one message to one endpoint stands."""
+
+    PENDING = "pending", "Pending"
+    DELIVERING = "delivering", "Delivering"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed"
+
+
+class WebhookDelivery(models.Model):
+    """One message (an audit event) owed to one endpoint, until it is delivered or given up.
+
+    ``webhook_id`` and ``payload`` are fixed when the record is made, so every retry,
+    including one after the deliverer died mid-request, sends the same id and body.
+    """
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
+    tenant_id = models.CharField(max_length=63)
+    seq = models.BigIntegerField()
+    """The audit event's number in the tenant's chain."""
+    event_type = models.CharField(max_length=64)
+    webhook_id = models.CharField(max_length=100)
+    payload = models.TextField()
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    lease_until = models.DateTimeField(null=True, blank=True)
+    """While ``delivering``: after this, the claim is presumed dead and may be taken again."""
+    lease_token = models.CharField(max_length=32, blank=True)
+    last_status_code = models.IntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "seq"], name="webhook_delivery_per_event")]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="webhook_delivery_due"),
+            models.Index(fields=["tenant_id", "-created_at"], name="webhook_delivery_recent"),
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} {self.event_type} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    """One try at sending a delivery; ``finished_at`` stays empty if the deliverer died."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status_code = models.IntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    duration_ms = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["delivery", "number"], name="webhook_attempt_number_unique")
+        ]
+        ordering = ["delivery_id", "number"]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id}#{self.number} {self.status_code or self.error or 'unfinished'}"
+
+
+# -- email ------------------------------------------------------------------------------
