@@ -180,7 +180,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
             seen = client_since.get(tenant_id, self.since.get(tenant_id, head))
             if seen > head or head - seen > CATCHUP_LIMIT:
                 full = True  # another database, or away too long: start over
-            elif head > seen and self.items:
+            elif head > seen:
                 items, complete = read_items(tenant_id, seen, CATCHUP_LIMIT)
                 full = full or not complete
                 touched[tenant_id] = {i.run_id for i in items if i.run_id and i.seq <= head}
@@ -223,6 +223,9 @@ class InboxConsumer(AsyncWebsocketConsumer):
             "items": self.items,
             "full": full,
             "since_json": json.dumps(self.since, sort_keys=True),
+            "changed_runs": " ".join(
+                sorted(f"{tenant_id}/{run_id}" for tenant_id, runs in touched.items() for run_id in runs)
+            ),
         }
         if self.items and full:
             ids = list(self.tenants)

@@ -110,6 +110,28 @@
     });
   });
 
+  /* Live fragments: the socket names the runs that changed (#kg-changed); every element
+     marked data-live-refresh re-fetches itself (its own hx-get, hx-trigger="kg:refresh"),
+     those with data-live-run only when their run is named. Debounced per element. */
+  var refreshTimers = new WeakMap();
+  function refreshLive(marker) {
+    var full = marker.getAttribute("data-full") === "1";
+    var runs = (marker.getAttribute("data-runs") || "").split(" ").filter(Boolean);
+    document.querySelectorAll("[data-live-refresh]").forEach(function (el) {
+      var run = el.getAttribute("data-live-run");
+      if (run && !full && runs.indexOf(run) < 0) return;
+      if (!run && !full && !runs.length) return;
+      clearTimeout(refreshTimers.get(el));
+      refreshTimers.set(el, setTimeout(function () {
+        if (window.htmx && document.body.contains(el)) window.htmx.trigger(el, "kg:refresh");
+      }, 300));
+    });
+  }
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    // Fired on the element just swapped in (detail.target is the one it replaced).
+    if (evt.target && evt.target.id === "kg-changed") refreshLive(evt.target);
+  });
+
   /* Our own decision responses and out-of-band flashes. */
   document.addEventListener("htmx:afterSwap", pruneFlashes);
   document.addEventListener("htmx:oobAfterSwap", pruneFlashes);

@@ -181,6 +181,23 @@ async def test_a_counts_only_socket_gets_counts_but_no_items(waiting, people):
         )
         text = await receive_until(socket, lambda t: "approvals waiting: </span>0<" in t)
         assert "data-gone" not in text and "kg-since" not in text
+        # ...and which runs changed, so a runs page can refresh the rows it shows.
+        assert f'data-runs="t1/{waiting.run_id}"' in text
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_message_names_only_the_runs_its_events_touched(waiting, people):
+    """A decision in one run names that run alone: other runs' live fragments stay put."""
+    other = await database_sync_to_async(start_waiting)(people["op"], "other-run")
+    socket, _, _ = await open_socket(people["op"], path="/ws/inbox/")
+    try:
+        await resume(socket, {})
+        await database_sync_to_async(approval_decide)(
+            tenant_id="t1", approval_id=other.pk, user=people["op"], decision="approve"
+        )
+        text = await receive_until(socket, lambda t: "kg-changed" in t and "other-run" in t)
+        assert 'data-runs="t1/other-run"' in text and 'data-full="0"' in text
     finally:
         await socket.disconnect()
 
