@@ -171,6 +171,25 @@ handed to Temporal as a workflow; run ``keelgate_temporal_worker`` instead)."""
 KEELGATE_TEMPORAL_ADDRESS = os.environ.get("KEELGATE_TEMPORAL_ADDRESS", "127.0.0.1:7233")
 KEELGATE_TEMPORAL_TASK_QUEUE = os.environ.get("KEELGATE_TEMPORAL_TASK_QUEUE", "keelgate")
 
+KEELGATE_CONSOLE_URL = os.environ.get("KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")
+"""Where operators reach the console: the base of links sent in webhooks and email."""
+
+# -- Webhooks (notifications/webhooks/) -------------------------------------------------
+
+KEELGATE_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_TIMEOUT_SECONDS", "10"))
+"""A whole request (connect, send, response) must finish in this time or it is cut off."""
+_RETRY_SCHEDULE = os.environ.get("KEELGATE_WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
+KEELGATE_WEBHOOK_RETRY_SCHEDULE = [float(s) for s in _RETRY_SCHEDULE.split(",")]
+"""Seconds before each retry (the Standard Webhooks schedule); when it runs out, the delivery fails."""
+KEELGATE_WEBHOOK_LEASE_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_LEASE_SECONDS", "60"))
+"""A deliverer that claimed a message and went silent this long is presumed dead; another retries it."""
+KEELGATE_WEBHOOK_ALLOW_PRIVATE = os.environ.get("KEELGATE_WEBHOOK_ALLOW_PRIVATE", "") == "1"
+"""Allow private, loopback and link-local receivers (SSRF guard off): a closed network only."""
+KEELGATE_WEBHOOK_ALLOWED_NETWORKS = [
+    n for n in os.environ.get("KEELGATE_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()
+]
+"""Networks (CIDR) allowed although not public, e.g. ``127.0.0.0/8`` for a receiver on this host."""
+
 
 def _signing_key() -> str:
     key = os.environ.get("KEELGATE_AUDIT_SIGNING_KEY", "")

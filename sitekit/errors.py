@@ -20,6 +20,7 @@ API's one exception handler reads the status off the error and needs no table.
     │   ├── DigestKeyMismatchError     digest_key_mismatch
     │   ├── DigestSignatureError       digest_signature_invalid
     │   └── EmptyChainError            audit_chain_empty [404]
+    ├── WebhookUrlRefusedError         webhook_url_refused [422]
     ├── keelgate.errors.ConfigurationError
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
@@ -48,6 +49,7 @@ __all__ = [
     "RateLimitedError",
     "TenantRequiredError",
     "UnknownAgentError",
+    "WebhookUrlRefusedError",
 ]
 
 
@@ -155,6 +157,14 @@ class EmptyChainError(DigestError):
     code = "audit_chain_empty"
     message = "The tenant has no audit events to digest."
     http_status = 404
+
+
+class WebhookUrlRefusedError(KeelgateError):
+    """A webhook URL that is not http(s), or reaches an address the settings do not allow (SSRF)."""
+
+    code = "webhook_url_refused"
+    message = "That webhook URL is refused."
+    http_status = 422
 
 
 class UnknownAgentError(ConfigurationError):
