@@ -28,13 +28,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.template.loader import render_to_string
+from django.utils.timezone import now
 from pydantic import ValidationError
 
 from approvals.events import OutboxBatch, ResumeRequest, tenant_group
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.outbox import OutboxTailer, read_items, tailer
 from approvals.selectors import approvals_for, inbox_counts, unknown_outcomes_for
-from approvals.views import INBOX_LIMIT, approval_entry, unknown_entry
+from approvals.views import InboxView, approval_entry, inbox_sections, unknown_entry
 from audit.selectors import audit_heads
 from tenants.models import Membership
 
@@ -112,6 +113,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
         self.username = user.get_username()
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         self.items = query.get("items") == ["1"]
+        # The page's filter and cursors: a filtered view only receives the items it shows.
+        self.view = InboxView.parse({k: v[0] for k, v in query.items() if v})
         self.tenants = await database_sync_to_async(_roles)(user)
         for tenant_id in self.tenants:
             await self.channel_layer.group_add(tenant_group(tenant_id), self.channel_name)
@@ -207,6 +210,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
             self.username,
             tuple(sorted(self.tenants.items())),
             self.items,
+            self.view,
             full,
             tuple(sorted((t, tuple(sorted(runs))) for t, runs in touched.items())),
             tuple(sorted(self.since.items())),
@@ -228,29 +232,32 @@ class InboxConsumer(AsyncWebsocketConsumer):
             ),
         }
         if self.items and full:
-            ids = list(self.tenants)
-            context["approvals"] = [self._approval(r) for r in approvals_for(tenant_ids=ids)[:INBOX_LIMIT]]
-            context["unknowns"] = [
-                self._unknown(r) for r in unknown_outcomes_for(tenant_ids=ids)[:INBOX_LIMIT]
-            ]
+            sections = inbox_sections(roles=self.tenants, username=self.username, view=self.view, now=now())
+            context.update({"s": sections, "approvals": sections.approvals, "unknowns": sections.unknowns})
         elif self.items:
             upsert_a, upsert_u, gone_a, gone_u = [], [], [], []
+            shown = self.view.filter
             for tenant_id, run_ids in touched.items():
                 if not run_ids:
                     continue
-                for row in approvals_for(tenant_ids=[tenant_id], status=None).filter(run_id__in=run_ids):
-                    if row.status == ApprovalStatus.PENDING:
+                approvals = approvals_for(tenant_ids=[tenant_id], status=None).filter(run_id__in=run_ids)
+                matching = set(shown.approvals(approvals, now=now()).values_list("pk", flat=True))
+                for row in approvals:
+                    if row.status == ApprovalStatus.PENDING and row.pk in matching:
                         upsert_a.append(self._approval(row))
+                    elif row.status == ApprovalStatus.PENDING:  # no longer matches (an escalation)
+                        gone_a.append((f"item-a-{row.pk}", ""))
                     else:
                         gone_a.append((f"item-a-{row.pk}", self._settled_note(row)))
                 unknowns = unknown_outcomes_for(tenant_ids=[tenant_id], settled=None).filter(
                     run_id__in=run_ids
                 )
+                matching = set(shown.unknowns(unknowns).values_list("pk", flat=True))
                 for outcome in unknowns:
-                    if not outcome.settled:
-                        upsert_u.append(self._unknown(outcome))
-                    else:
+                    if outcome.settled:
                         gone_u.append((f"item-u-{outcome.pk}", self._settled_note(outcome)))
+                    elif outcome.pk in matching:
+                        upsert_u.append(self._unknown(outcome))
             context.update(
                 {
                     "upsert_approvals": upsert_a,

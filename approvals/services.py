@@ -9,7 +9,8 @@ lock makes the second wait and then see the first decision, so exactly one takes
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from django.db import transaction
@@ -31,7 +32,7 @@ from runs.engine.loops import build_loop
 from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
 from sitekit.db import unique_or_none
-from sitekit.errors import NotFoundError
+from sitekit.errors import BulkNotAllowedError, NotFoundError
 from tenants.access import require_role
 from tenants.models import Role
 
@@ -222,3 +223,66 @@ def approvals_expire() -> int:
         except KeelgateError:  # e.g. its agent was removed: the others still expire
             continue
     return expired
+
+
+BULK_MAX = 200
+"""Most approvals one bulk decision may name."""
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What one bulk decision did to one approval: ``status`` is the row's, or "refused"."""
+
+    approval_id: int
+    tool: str
+    run_id: str
+    status: str
+    code: str = ""
+    """The error code when nothing was applied (``already_decided``, ``bulk_not_allowed``, ...)."""
+    detail: str = ""
+
+
+def approvals_decide_bulk(
+    *,
+    tenant_ids: Iterable[str],
+    choices: Mapping[int, str | None],
+    user: Any,
+    decision: Decision,
+    note: str = "",
+) -> list[BulkResult]:
+    """Decide each chosen approval as ``user``, each in its own transaction.
+
+    ``choices`` maps an approval id to the arguments hash the person was shown (or
+    None). Every item is its own attributed, audited decision: one failure does not undo
+    the others, and the answer lists each. High-impact and four-eyes calls are refused
+    (``bulk_not_allowed``): each takes a deliberate decision of its own.
+    """
+    if decision == "deny" and not note.strip():
+        raise NoteRequiredError()
+    rows = {
+        row.pk: row
+        for row in Approval.objects.filter(tenant_id__in=list(tenant_ids), pk__in=list(choices)[:BULK_MAX])
+    }
+    results: list[BulkResult] = []
+    for approval_id, seen in list(choices.items())[:BULK_MAX]:
+        row = rows.get(approval_id)
+        if row is None:
+            results.append(BulkResult(approval_id, "", "", "refused", NotFoundError.code))
+            continue
+        if row.high_impact or row.required > 1:
+            results.append(BulkResult(row.pk, row.tool, row.run_id, "refused", BulkNotAllowedError.code))
+            continue
+        try:
+            decided = approval_decide(
+                tenant_id=row.tenant_id,
+                approval_id=row.pk,
+                user=user,
+                decision=decision,
+                note=note,
+                seen=seen,
+            )
+        except KeelgateError as exc:
+            results.append(BulkResult(row.pk, row.tool, row.run_id, "refused", exc.code, exc.detail or ""))
+        else:
+            results.append(BulkResult(row.pk, row.tool, row.run_id, str(decided.status)))
+    return results

@@ -12,7 +12,9 @@ the functions that build them take a role and a username, not a request.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from django.contrib import messages
@@ -20,11 +22,24 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.edit_form import PREFIX, EditField, edit_fields, parse_edit
 from approvals.models import Approval, UnknownOutcome
+from approvals.queue import (
+    EXPIRING_SOON,
+    PAGE_SIZE,
+    InboxFilter,
+    Page,
+    approvals_page,
+    approvals_total,
+    filter_choices,
+    sort_key,
+    unknowns_page,
+    unknowns_total,
+)
 from approvals.selectors import (
     approval_get,
     approvals_for,
@@ -32,7 +47,15 @@ from approvals.selectors import (
     recently_decided,
     unknown_outcomes_for,
 )
-from approvals.services import approval_decide, run_cancel, unknown_check, unknown_reconcile
+from approvals.services import (
+    BULK_MAX,
+    BulkResult,
+    approval_decide,
+    approvals_decide_bulk,
+    run_cancel,
+    unknown_check,
+    unknown_reconcile,
+)
 from audit.selectors import audit_heads
 from keelgate.errors import (
     AlreadyDecidedError,
@@ -50,13 +73,10 @@ from keelgate.errors import (
     RunFinishedError,
 )
 from runs.agents import lookup_label, tool_schema
-from sitekit.errors import ForbiddenError, NotFoundError
+from sitekit.errors import BulkNotAllowedError, ForbiddenError, NotFoundError
 from sitekit.pages import console_page
 from tenants.models import ROLE_RANK, Role
 from tenants.selectors import memberships, tenant_ids
-
-INBOX_LIMIT = 100
-"""Items per section on one page: the inbox is a work queue, not an archive."""
 
 NOTE_MAX = 2000
 
@@ -90,6 +110,11 @@ class InboxEntry:
     def dom_id(self) -> str:
         """The element id the live updates find the item by."""
         return f"item-{'a' if self.kind == 'approval' else 'u'}-{self.row.pk}"
+
+    @property
+    def sort(self) -> str:
+        """The card's place in its section (``data-sort``): the browser inserts new cards by it."""
+        return sort_key(self.row)
 
     @property
     def template(self) -> str:
@@ -153,40 +178,201 @@ def render_entry(
 # -- the inbox page --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class InboxView:
+    """What one inbox page shows: a filter and a cursor per section (None: the first page)."""
+
+    filter: InboxFilter
+    after: str | None = None
+    """The approvals section's cursor."""
+    unknown_after: str | None = None
+    """The unknown outcomes section's cursor."""
+
+    @classmethod
+    def parse(cls, query: Mapping[str, Any]) -> InboxView:
+        def cursor(name: str) -> str | None:
+            value = query.get(name)
+            return value[:512] if isinstance(value, str) and value else None
+
+        return cls(InboxFilter.parse(query), cursor("after"), cursor("uafter"))
+
+    def query(self, **extra: str | None) -> str:
+        """This view's query string with ``extra`` changed (None removes a key)."""
+        cursors = {"after": self.after, "uafter": self.unknown_after}
+        return self.filter.query(**{**cursors, **extra})
+
+
+@dataclass(frozen=True)
+class InboxSections:
+    """Both sections of one inbox page, as ``username`` sees them."""
+
+    approvals: list[InboxEntry]
+    unknowns: list[InboxEntry]
+    approvals_page: Page
+    unknowns_page: Page
+    approvals_total: int
+    unknowns_total: int
+    oldest: datetime | None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The totals in the shape of the navigation badges (the same numbers when unfiltered)."""
+        return {"approvals": self.approvals_total, "unknown": self.unknowns_total}
+
+
+def inbox_sections(
+    *, roles: Mapping[str, str | None], username: str, view: InboxView, now: datetime
+) -> InboxSections:
+    """The page's cards in queue order, its totals under the filter and the oldest wait.
+
+    A bounded number of queries whatever the inbox holds: two pages and two totals
+    (the page and the websocket consumer both render through this).
+    """
+    ids = list(roles)
+    approvals = view.filter.approvals(approvals_for(tenant_ids=ids), now=now)
+    unknowns = view.filter.unknowns(unknown_outcomes_for(tenant_ids=ids))
+    a_page = approvals_page(approvals, cursor=view.after)
+    u_page = unknowns_page(unknowns, cursor=view.unknown_after)
+    a_total, u_total = approvals_total(approvals), unknowns_total(unknowns)
+    waits = [at for at in (a_total.oldest, u_total.oldest) if at is not None]
+    return InboxSections(
+        approvals=[approval_entry(r, role=roles.get(r.tenant_id), username=username) for r in a_page.rows],
+        unknowns=[unknown_entry(r, role=roles.get(r.tenant_id)) for r in u_page.rows],
+        approvals_page=a_page,
+        unknowns_page=u_page,
+        approvals_total=a_total.count,
+        unknowns_total=u_total.count,
+        oldest=min(waits) if waits else None,
+    )
+
+
 @require_GET
 @console_page
 def inbox(request: HttpRequest) -> HttpResponse:
-    """Pending approvals and unknown outcomes of the user's tenants, newest first, live."""
+    """Unknown outcomes, then approvals soonest-expiring first, filtered and paged, live."""
     by_tenant = memberships(request)
     ids = list(by_tenant)
     # The chain heads first: anything committed after this read is replayed over the
     # websocket, so an item can arrive twice (harmless) but never be missed.
     since = audit_heads(ids)
-    username = request.user.get_username()
-    approvals = [
-        approval_entry(row, role=by_tenant[row.tenant_id].role, username=username)
-        for row in approvals_for(tenant_ids=ids)[:INBOX_LIMIT]
-    ]
-    unknowns = [
-        unknown_entry(row, role=by_tenant[row.tenant_id].role)
-        for row in unknown_outcomes_for(tenant_ids=ids)[:INBOX_LIMIT]
-    ]
-    counts = inbox_counts(tenant_ids=ids)
-    recent = recently_decided(tenant_ids=ids)
+    view = InboxView.parse(request.GET)
+    sections = inbox_sections(
+        roles={t: m.role for t, m in by_tenant.items()},
+        username=request.user.get_username(),
+        view=view,
+        now=timezone.now(),
+    )
     return render(
         request,
         "approvals/inbox.html",
         {
-            "approvals": approvals,
-            "unknowns": unknowns,
-            "nav_counts": counts,
+            "s": sections,
+            "approvals": sections.approvals,
+            "unknowns": sections.unknowns,
+            "view": view,
+            "filter": view.filter,
+            "choices": filter_choices(tenant_ids=ids),
+            "nav_counts": inbox_counts(tenant_ids=ids) if view.filter.active else sections.counts,
             "since_json": json.dumps(since, sort_keys=True),
-            "limit": INBOX_LIMIT,
+            "socket_query": view.query(),
             "has_tenants": bool(ids),
-            "recent": recent,
+            "recent": recently_decided(tenant_ids=ids),
             "live_items": True,
+            "page_size": PAGE_SIZE,
+            "expiring_minutes": int(EXPIRING_SOON.total_seconds() // 60),
         },
     )
+
+
+@require_POST
+@console_page
+def bulk_decide(request: HttpRequest) -> HttpResponse:
+    """Approve or deny the selected approvals, each its own decision; list what happened."""
+    decision = request.POST.get("decision", "")
+    note = request.POST.get("note", "")
+    choices: dict[int, str | None] = {}
+    for value in request.POST.getlist("ids")[:BULK_MAX]:
+        pk, _, seen = value.partition(":")
+        if pk.isdigit() and 0 < int(pk) <= 2**63 - 1:
+            choices[int(pk)] = seen[:64] or None
+    if decision not in ("approve", "deny"):
+        return _bulk_reply(request, [], "error", "Choose approve or deny.", status=400)
+    if not choices:
+        return _bulk_reply(request, [], "warning", "Select at least one approval first.", status=400)
+    if len(note) > NOTE_MAX:
+        return _bulk_reply(
+            request, [], "error", f"The note is longer than {NOTE_MAX} characters.", status=400
+        )
+    try:
+        results = approvals_decide_bulk(
+            tenant_ids=tenant_ids(request),
+            choices=choices,
+            user=request.user,
+            decision="approve" if decision == "approve" else "deny",
+            note=note,
+        )
+    except NoteRequiredError:
+        return _bulk_reply(request, [], "error", "A reason is required to deny.", status=400)
+    done = sum(1 for r in results if r.status != "refused")
+    verb = "Approved" if decision == "approve" else "Denied"
+    text = f"{verb} {done} of {len(results)}."
+    if done < len(results):
+        text += " The others were left as they were: see each below."
+    return _bulk_reply(request, results, "success" if done == len(results) else "warning", text)
+
+
+BULK_WORDS = {
+    "approved": "approved",
+    "denied": "denied",
+    "pending": "approval recorded; another approver is needed",
+    "expired": "expired before it was decided",
+    "withdrawn": "withdrawn",
+}
+BULK_REFUSALS = {
+    BulkNotAllowedError.code: "not decided: high-impact and four-eyes calls are decided one at a time",
+    AlreadyDecidedError.code: "not decided: already settled by {detail}",
+    NotFoundError.code: "not decided: not found",
+    ForbiddenError.code: "not decided: your role cannot decide it",
+    ApprovalStaleError.code: "not decided: the call changed since the page was loaded",
+    ApprovalExpiredError.code: "not decided: it expired (denied, fail closed)",
+    DuplicateApproverError.code: "not decided: you already approved it",
+}
+
+
+def _bulk_lines(results: list[BulkResult]) -> list[str]:
+    lines = []
+    for r in results:
+        what = f"{r.tool} in run {r.run_id}" if r.tool else f"approval {r.approval_id}"
+        if r.status == "refused":
+            words = BULK_REFUSALS.get(r.code, "not decided: {code}")
+            lines.append(f"{what}: {words.format(detail=r.detail or 'someone else', code=r.code)}")
+        else:
+            lines.append(f"{what}: {BULK_WORDS.get(r.status, r.status)}")
+    return lines
+
+
+def _bulk_reply(
+    request: HttpRequest, results: list[BulkResult], level: Level, text: str, *, status: int = 200
+) -> HttpResponse:
+    """htmx: the result list, cards of decided items removed; otherwise a redirect back."""
+    lines = _bulk_lines(results)
+    if request.headers.get("HX-Request") == "true":
+        gone = [f"item-a-{r.approval_id}" for r in results if r.status not in ("refused", "pending")]
+        html = render_to_string(
+            "approvals/_bulk_result.html", {"level": level, "text": text, "lines": lines, "gone": gone}
+        )
+        return HttpResponse(html, status=status)
+    getattr(messages, level)(request, " ".join([text, *lines]))
+    return HttpResponseRedirect(_back(request), status=303)
+
+
+def _back(request: HttpRequest) -> str:
+    """Where a plain (no-JS) post returns to: its ``next`` if it is this site's, else the inbox."""
+    target = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return target if safe else reverse("inbox")
 
 
 # -- decisions ---------------------------------------------------------------------------
@@ -433,10 +619,4 @@ def _reply(
         response.headers["HX-Reswap"] = "outerHTML"
         return response
     getattr(messages, level)(request, text)
-    target = request.POST.get("next", "")
-    safe = url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    )
-    if not safe:
-        target = reverse("inbox")
-    return HttpResponseRedirect(target, status=303)
+    return HttpResponseRedirect(_back(request), status=303)

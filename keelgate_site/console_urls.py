@@ -7,6 +7,7 @@ from django.urls import path
 
 from approvals import views as approvals
 from audit import views as audit
+from notifications import views as notifications
 from runs import views as runs
 from tenants import views as tenants
 
@@ -14,19 +15,24 @@ urlpatterns = [
     path("login/", tenants.login, name="login"),
     path("logout/", tenants.logout, name="logout"),
     path("", approvals.inbox, name="inbox"),
+    path("approvals/bulk/", approvals.bulk_decide, name="approvals-bulk"),
     path("approvals/<int:pk>/approve/", approvals.approve, name="approval-approve"),
     path("approvals/<int:pk>/deny/", approvals.deny, name="approval-deny"),
     path("unknown/<int:pk>/reconcile/", approvals.reconcile, name="unknown-reconcile"),
     path("unknown/<int:pk>/check/", approvals.check, name="unknown-check"),
     path("runs/", runs.run_list, name="runs"),
+    path("runs/rows/", runs.run_rows, name="runs-rows"),
+    path("runs/start/", runs.run_start_view, name="run-start"),
     # Run ids are opaque (an API client may choose one with a slash): the suffixed
     # routes come first so "<run>/status/" is never read as a run id.
     path("runs/<slug:tenant_id>/<path:run_id>/status/", runs.run_status, name="run-status"),
     path("runs/<slug:tenant_id>/<path:run_id>/resume/", runs.run_resume_view, name="run-resume"),
     path("runs/<slug:tenant_id>/<path:run_id>/replay/", runs.run_replay, name="run-replay"),
+    path("runs/<slug:tenant_id>/<path:run_id>/timeline/", runs.run_timeline_view, name="run-timeline"),
     path("runs/<slug:tenant_id>/<path:run_id>/cancel/", approvals.run_cancel_view, name="run-cancel"),
     path("runs/<slug:tenant_id>/<path:run_id>/", runs.run_detail, name="run"),
     path("audit/", audit.audit_index, name="audit"),
     path("audit/<slug:tenant_id>/", audit.audit_chain, name="audit-chain"),
     path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),
+    path("webhooks/", notifications.webhooks, name="webhooks"),
 ]

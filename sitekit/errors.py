@@ -21,6 +21,7 @@ API's one exception handler reads the status off the error and needs no table.
     │   ├── DigestSignatureError       digest_signature_invalid
     │   └── EmptyChainError            audit_chain_empty [404]
     ├── WebhookUrlRefusedError         webhook_url_refused [422]
+    ├── BulkNotAllowedError            bulk_not_allowed [409]
     ├── keelgate.errors.ConfigurationError
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
@@ -33,6 +34,7 @@ from __future__ import annotations
 from keelgate.errors import ConfigurationError, KeelgateError, RunError
 
 __all__ = [
+    "BulkNotAllowedError",
     "CsrfFailedError",
     "DigestError",
     "DigestKeyMismatchError",
@@ -165,6 +167,14 @@ class WebhookUrlRefusedError(KeelgateError):
     code = "webhook_url_refused"
     message = "That webhook URL is refused."
     http_status = 422
+
+
+class BulkNotAllowedError(KeelgateError):
+    """High-impact and four-eyes calls are decided one at a time, never in a bulk decision."""
+
+    code = "bulk_not_allowed"
+    message = "This call must be decided on its own, not in bulk."
+    http_status = 409
 
 
 class UnknownAgentError(ConfigurationError):

@@ -13,9 +13,10 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
-from django.shortcuts import resolve_url
+from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_cache_control
 
+from keelgate.errors import KeelgateError
 from sitekit.errors import ForbiddenError, NotFoundError
 
 __all__ = ["CONTENT_SECURITY_POLICY", "console_page", "hardened"]
@@ -49,7 +50,8 @@ def console_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRes
     """A console view: login required, CSP and no-store headers, domain errors as 404/403.
 
     NotFoundError (also raised for another tenant's object) becomes 404, so a guessed URL
-    learns nothing; ForbiddenError (a role too low) becomes 403. An htmx request whose
+    learns nothing; ForbiddenError (a role too low) becomes 403; any other site or
+    engine error of a 4xx kind the view let through is a 400 page with its wording. An htmx request whose
     session ended gets 401 with ``HX-Redirect`` to the login page, so a polling block
     or a decision form sends the whole page to log in instead of swapping the form in.
     """
@@ -68,6 +70,12 @@ def console_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRes
             raise Http404("Not found.") from exc
         except ForbiddenError as exc:
             raise PermissionDenied(exc.message) from exc
+        except KeelgateError as exc:
+            if not 400 <= exc.http_status < 500:
+                raise
+            # A hand-edited link (a damaged page cursor...): say what is wrong, never a 500.
+            page = render(request, "400.html", {"message": exc.message}, status=400)
+            return _harden(page)
         return _harden(response)
 
     return wrapper

@@ -85,3 +85,9 @@ def nav_counts(context: template.Context) -> dict[str, int]:
     if request is None or not request.user.is_authenticated:
         return {"approvals": 0, "unknown": 0}
     return inbox_counts(tenant_ids=tenant_ids(request))
+
+
+@register.simple_tag
+def query_with(view: Any, **changes: Any) -> str:
+    """The view's query string with ``changes`` applied (None removes a key); escaped by the template."""
+    return str(view.query(**{k: (str(v) if v is not None else None) for k, v in changes.items()}))

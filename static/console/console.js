@@ -85,6 +85,7 @@
     var list = items();
     var index = list.indexOf(item);
     var hadFocus = item.contains(document.activeElement) || item.classList.contains("selected");
+    if (note && typedIn(item)) { keepSettled(item, note); return; }
     item.remove();
     if (note) flash("info", "Settled elsewhere: " + note + ".");
     if (hadFocus) {
@@ -93,9 +94,53 @@
     }
   }
 
+  /* Something typed into one of the item's text boxes (a reason, a note, an edit). */
+  function typedIn(item) {
+    return Array.prototype.some.call(item.querySelectorAll("input[type=text], input[type=number], input:not([type]), textarea"),
+      function (field) { return field.value.trim() !== "" && field.value !== field.defaultValue; });
+  }
+
+  /* Someone else settled the item while this person typed: keep the card and the text,
+     say what happened, and take away the buttons (nothing of theirs can apply now). */
+  function keepSettled(item, note) {
+    item.classList.add("settled");
+    item.removeAttribute("data-item");
+    item.querySelectorAll("button[type=submit], input[type=checkbox]").forEach(function (b) { b.disabled = true; });
+    var notice = document.createElement("div");
+    notice.className = "settled-note";
+    notice.setAttribute("role", "alert");
+    var text = document.createElement("p");
+    text.textContent = "Settled elsewhere: " + note + ". Nothing of yours was applied; what you typed is kept below.";
+    var dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.textContent = "Dismiss";
+    dismiss.addEventListener("click", function () { item.remove(); });
+    notice.appendChild(text);
+    notice.appendChild(dismiss);
+    item.insertBefore(notice, item.firstChild);
+  }
+
+  /* A new item goes where the queue order puts it (data-sort compares as text); one that
+     belongs on another page of this list is left to that page. */
+  function place(list, node) {
+    var key = node.getAttribute("data-sort") || "";
+    var cards = Array.prototype.slice.call(list.querySelectorAll(":scope > [data-sort]"));
+    var before = null;
+    for (var i = 0; i < cards.length; i++) {
+      if ((cards[i].getAttribute("data-sort") || "") > key) { before = cards[i]; break; }
+    }
+    if (before === null && cards.length && list.hasAttribute("data-has-next")) return false;
+    if (before === cards[0] && cards.length && !list.hasAttribute("data-first")) return false;
+    list.insertBefore(node, before);
+    if (window.htmx) window.htmx.process(node);
+    if (offline) disableDecisions(node, true);
+    return true;
+  }
+
   document.addEventListener("htmx:oobBeforeSwap", function (evt) {
     var fragment = evt.detail.fragment;
     if (!fragment || !fragment.hasAttribute || !fragment.hasAttribute("data-upsert")) return;
+    var list = evt.detail.target;
     Array.prototype.slice.call(fragment.children).forEach(function (node) {
       var old = node.id ? $(node.id) : null;
       if (node.hasAttribute("data-gone")) {
@@ -105,10 +150,77 @@
         var restore = carryOver(old, node);
         old.replaceWith(node);
         if (window.htmx) window.htmx.process(node);
+        if (offline) disableDecisions(node, true);
         restore();
+      } else {
+        node.remove();
+        if (list) place(list, node);
       }
     });
   });
+
+  /* Disconnected: decisions wait until the socket is back (a decision taken on a stale
+     page could meet a card someone else settled), and a banner says so. */
+  var offline = false;
+  function disableDecisions(root, off) {
+    root.querySelectorAll(".decide button, form.bulk button, form.check button, [data-bulk-pick]").forEach(function (b) {
+      if (off) { b.setAttribute("data-offline", ""); b.disabled = true; }
+      else if (b.hasAttribute("data-offline")) { b.removeAttribute("data-offline"); b.disabled = false; }
+    });
+  }
+  function setOffline(off, text) {
+    offline = off;
+    var banner = $("offline-banner");
+    if (banner) {
+      banner.hidden = !off;
+      if (text) banner.textContent = text;
+    }
+    disableDecisions(document, off);
+  }
+
+  /* The tab title carries the count of what waits; an opted-in desktop notification
+     says when it grows while the tab is in the background. */
+  var baseTitle = document.title;
+  var lastTotal = null;
+  function countOf(id) {
+    var el = $(id);
+    var n = el ? parseInt(el.textContent.replace(/\D+/g, ""), 10) : 0;
+    return isNaN(n) ? 0 : n;
+  }
+  function updateTitle() {
+    var total = countOf("nav-count-approvals") + countOf("nav-count-unknown");
+    document.title = total ? "(" + total + ") " + baseTitle : baseTitle;
+    if (lastTotal !== null && total > lastTotal) notifyNew(total - lastTotal, total);
+    lastTotal = total;
+  }
+  function notifyNew(added, total) {
+    if (!("Notification" in window) || Notification.permission !== "granted") return;
+    if (localStorage.getItem("kg-notify") !== "1" || !document.hidden) return;
+    try {
+      new Notification("Keelgate: " + added + " new item" + (added === 1 ? "" : "s"), {
+        body: total + " waiting for a person", tag: "keelgate-inbox"
+      });
+    } catch (e) { /* some browsers allow notifications only from a service worker */ }
+  }
+  function setUpNotify() {
+    var button = $("notify-optin");
+    if (!button || !("Notification" in window)) return;
+    var on = function () { return Notification.permission === "granted" && localStorage.getItem("kg-notify") === "1"; };
+    var label = function () {
+      button.textContent = on() ? "Desktop notifications are on (turn off)" : "Notify me of new items on this computer";
+    };
+    button.hidden = false;
+    label();
+    button.addEventListener("click", function () {
+      if (on()) { localStorage.removeItem("kg-notify"); label(); return; }
+      Notification.requestPermission().then(function (answer) {
+        if (answer === "granted") localStorage.setItem("kg-notify", "1");
+        else flash("warning", "The browser did not allow notifications: the tab title still shows the count.");
+        label();
+      });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { updateTitle(); setUpNotify(); });
 
   /* Live fragments: the socket names the runs that changed (#kg-changed); every element
      marked data-live-refresh re-fetches itself (its own hx-get, hx-trigger="kg:refresh"),
@@ -129,7 +241,10 @@
   }
   document.addEventListener("htmx:oobAfterSwap", function (evt) {
     // Fired on the element just swapped in (detail.target is the one it replaced).
-    if (evt.target && evt.target.id === "kg-changed") refreshLive(evt.target);
+    var id = evt.target && evt.target.id;
+    if (id === "kg-changed") refreshLive(evt.target);
+    if (id === "nav-count-approvals" || id === "nav-count-unknown") updateTitle();
+    if (id === "approvals-items" || id === "unknowns-items") { if (offline) disableDecisions(evt.target, true); }
   });
 
   /* Our own decision responses and out-of-band flashes. */
@@ -153,16 +268,20 @@
     try { since = JSON.parse((marker && marker.getAttribute("data-since")) || "{}"); } catch (e) { since = {}; }
     evt.detail.socketWrapper.send(JSON.stringify({ type: "resume", since: since }));
     setLive("live", "live");
+    setOffline(false);
   });
   document.addEventListener("htmx:wsClose", function (evt) {
     var code = evt.detail.event ? evt.detail.event.code : 0;
     if (code === 4401) {
       setLive("closed", "signed out");
+      setOffline(true, "Signed out: reload the page to log in again. Decisions are paused.");
       flash("warning", "Your session ended: reload the page to log in again.");
     } else if (code === 4400 || code === 1000) {
       setLive("closed", "offline");
+      setOffline(true, "Disconnected from the server: decisions are paused. Reload the page to reconnect.");
     } else {
       setLive("reconnecting", "reconnecting…");
+      setOffline(true, "Disconnected from the server: decisions are paused until the connection is back (reconnecting…).");
     }
   });
 
@@ -182,11 +301,18 @@
     }, 50);
   });
 
-  /* Keyboard: j / k move, a approve, d deny, Esc back to the item. */
+  /* Keyboard: j / k move, a approve, d deny, x select, ? help, Esc back to the item. */
   document.addEventListener("keydown", function (e) {
     if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey) return;
     var target = e.target;
     var typing = target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+    var help = $("help");
+    if (!typing && e.key === "?" && help && !help.open) {
+      e.preventDefault();
+      help.showModal();
+      return;
+    }
+    if (help && help.open) return;  // the dialog handles Esc and its own buttons
     if (typing) {
       if (e.key === "Escape" && target.closest) {
         var owner = target.closest("[data-item]");
@@ -202,6 +328,11 @@
       select(list[Math.min(index + 1, list.length - 1)]);
     } else if (e.key === "k") {
       select(list[Math.max(index - 1, 0)]);
+    } else if (e.key === "x") {
+      if (!item) return;
+      var pick = item.querySelector("[data-bulk-pick]");
+      if (!pick || pick.disabled) return;
+      pick.checked = !pick.checked;
     } else if (e.key === "a" || e.key === "d") {
       if (!item) { item = list[0]; select(item); }
       // A high-impact call: "a" only reaches its typed confirmation, never approves alone.

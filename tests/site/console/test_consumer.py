@@ -146,6 +146,23 @@ async def test_a_new_item_arrives_live_and_escaped(people):
         await socket.disconnect()
 
 
+async def test_a_filtered_view_only_receives_matching_items(people):
+    """A page filtered to another tool gets the counts, not the card; the matching page gets it."""
+    other, _, _ = await open_socket(people["op"], path="/ws/inbox/?items=1&tool=transfer")
+    same, _, _ = await open_socket(people["op"], path="/ws/inbox/?items=1&tool=place_order&run=evil")
+    try:
+        await resume(other, await heads())
+        await resume(same, await heads())
+        await database_sync_to_async(write_hostile_run)()
+        text = await receive_until(other, lambda t: "approvals waiting: </span>1<" in t)
+        assert 'class="item approval' not in text and 'data-runs="t1/evil"' in text
+        text = await receive_until(same, lambda t: 'class="item approval' in t)
+        assert 'data-sort="' in text
+    finally:
+        await other.disconnect()
+        await same.disconnect()
+
+
 async def test_a_viewer_gets_items_without_forms(people, brokerage_path):
     """Live items are rendered for the receiving user's role: a viewer gets no decision forms."""
     socket, _, _ = await open_socket(people["viewer"])

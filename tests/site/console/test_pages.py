@@ -56,11 +56,11 @@ def test_the_inbox_shows_a_pending_approval_with_everything_a_person_needs(waiti
     assert 'id="nav-count-approvals"' in html and re.search(r"approvals waiting: </span>1<", html)
 
 
-def test_the_inbox_lists_newest_first_and_only_the_users_tenants(waiting, people, as_user):
-    """A newer approval comes first; a user of another tenant sees none of them."""
+def test_the_inbox_lists_oldest_first_and_only_the_users_tenants(waiting, people, as_user):
+    """Without deadlines the longest-waiting approval comes first; another tenant's user sees none."""
     newer = start_waiting(people["op"], "r2")
     html = as_user("op").get("/").content.decode()
-    assert html.index(f"item-a-{newer.pk}") < html.index(f"item-a-{waiting.pk}")
+    assert html.index(f"item-a-{waiting.pk}") < html.index(f"item-a-{newer.pk}")
     other = as_user("eve").get("/").content.decode()
     assert "item-a-" not in other and "Nothing waits for approval." in other
 
@@ -97,9 +97,11 @@ def test_the_run_page_shows_the_timeline_budgets_and_stop_reason(waiting, as_use
     assert "get_quote" in html and "status status-done" in html and "awaiting_approval" in html
     assert "&quot;price&quot;: 101.5" in html  # the quote's output, pretty-printed and escaped
     assert re.search(r'<meter min="0" max="5" value="1"', html)  # iterations 1 of 5
-    assert "Waiting for a person" in html and "every 2 s" in html
-    status = as_user("op").get("/runs/t1/r1/status/?seq=1")
-    assert status.status_code == 200 and b'hx-trigger="every 2s"' in status.content
+    assert "Waiting for a person" in html and "updates live" in html
+    status = as_user("op").get("/runs/t1/r1/status/")
+    assert (
+        status.status_code == 200 and b'data-live-run="t1/r1" hx-get="/runs/t1/r1/status/"' in status.content
+    )
 
 
 def test_a_budget_stop_resumes_with_larger_limits_from_the_run_page(people, brokerage_path, as_user):

@@ -14,7 +14,9 @@ from .conftest import write_hostile_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-INBOX_QUERIES = 10
+INBOX_QUERIES = 11
+"""Session and user, memberships, chain heads, a page and a total per section, the filter's
+choices, and the recently decided (approvals and reconciles)."""
 RUN_QUERIES = 10
 
 
