@@ -71,7 +71,7 @@ def console_page(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRes
         except ForbiddenError as exc:
             raise PermissionDenied(exc.message) from exc
         except KeelgateError as exc:
-            if not 400 <= exc.http_status < 500:
+            if exc.http_status is None or not 400 <= exc.http_status < 500:
                 raise
             # A hand-edited link (a damaged page cursor...): say what is wrong, never a 500.
             page = render(request, "400.html", {"message": exc.message}, status=400)
