@@ -6,12 +6,12 @@ stores (SQLite, the Django ORM, LangGraph) as the same JSON.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keelgate._types import ActionStatus, LoopType, Phase, SideEffect, StopReason
+from keelgate._types import ActionStatus, LoopType, OnExpiry, Phase, SideEffect, StopReason
 from keelgate.errors import message_for
 
 __all__ = [
@@ -108,6 +108,48 @@ class ApprovalState(BaseModel):
     """The action that replaces this one (this one was denied by the edit)."""
     withdrawn: bool = False
     """The run was cancelled while this waited: nobody needs to decide it any more."""
+    on_expiry: OnExpiry = "deny"
+    """The policy's word on the deadline: deny (fail closed) or escalate once."""
+    escalate_to: str | None = None
+    """The role the first deadline escalates to (``on_expiry="escalate"``)."""
+    escalate_after: timedelta | None = None
+    """The escalated deadline's length, counted from the escalation."""
+    warn_before: timedelta | None = None
+    """How long before each deadline the ``approval.expiring`` warning is due."""
+    escalated_to: str | None = None
+    """Set once the deadline escalated it: only a decider holding this role counts now."""
+    escalated_at: datetime | None = None
+    warned_at: datetime | None = None
+    """When the latest ``approval.expiring`` warning was given."""
+    warned_for: datetime | None = None
+    """The deadline that warning was for: one warning per deadline."""
+
+    @property
+    def escalates_to(self) -> str | None:
+        """The role the current deadline escalates to, or None when it denies."""
+        if self.on_expiry != "escalate" or self.escalated_to is not None:
+            return None
+        return self.escalate_to if self.escalate_after is not None else None
+
+    @property
+    def warn_at(self) -> datetime | None:
+        """When the current deadline's warning is due, or None without one."""
+        if self.expires_at is None or self.warn_before is None:
+            return None
+        return self.expires_at - self.warn_before
+
+    def expiry_due(self, now: datetime) -> Literal["escalate", "deny"] | None:
+        """What the deadline does now: escalate, deny, or nothing (open, or not yet due)."""
+        if self.settled or self.expires_at is None or now < self.expires_at:
+            return None
+        return "escalate" if self.escalates_to is not None else "deny"
+
+    def warning_due(self, now: datetime) -> bool:
+        """Open, inside the current deadline's warning window, and not yet warned for it."""
+        warn_at = self.warn_at
+        if self.settled or warn_at is None or self.expires_at is None:
+            return False
+        return warn_at <= now < self.expires_at and self.warned_for != self.expires_at
 
     @property
     def granted(self) -> bool:

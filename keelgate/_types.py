@@ -7,16 +7,22 @@ They live beneath all three packages so that none of them imports another's
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 __all__ = [
     "ALL_SIDE_EFFECTS",
     "READ_ONLY",
     "ActionStatus",
     "LoopType",
+    "OnExpiry",
     "Phase",
     "SideEffect",
     "StopReason",
 ]
+
+OnExpiry = Literal["deny", "escalate"]
+"""What an approval's deadline does: deny the call (fail closed), or escalate it once to a
+named role with a new deadline (the next deadline then denies)."""
 
 
 class Phase(StrEnum):

@@ -34,6 +34,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   │   └── OutcomeAlreadySettledError outcome_already_settled
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
+    │   │   ├── ApprovalEscalatedError approval_escalated [403]
             │   │   ├── ApprovalStaleError     approval_stale
             │   │   ├── EditInvalidError       edited_arguments_invalid [422]
             │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]
@@ -67,6 +68,7 @@ __all__ = [
     "AlreadyDecidedError",
     "ApprovalDeniedError",
     "ApprovalError",
+    "ApprovalEscalatedError",
     "ApprovalExpiredError",
     "ApprovalStaleError",
     "CallMayBeRunningError",
@@ -263,6 +265,14 @@ class ApprovalExpiredError(ApprovalError):
 
     code = "approval_expired"
     message = "The approval expired before it was decided; the action was denied."
+
+
+class ApprovalEscalatedError(ApprovalError):
+    """Its deadline escalated the approval to a role the decider lacks; ``detail`` names the role."""
+
+    code = "approval_escalated"
+    message = "This approval was escalated past its deadline: only its escalation role may decide it now."
+    http_status = 403
 
 
 class ApprovalStaleError(ApprovalError):

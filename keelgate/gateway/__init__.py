@@ -1,10 +1,11 @@
 """The gateway: tools declared READ, PROPOSE or WRITE, grants, approvals, timeouts."""
 
-from keelgate._types import ALL_SIDE_EFFECTS, READ_ONLY, SideEffect
+from keelgate._types import ALL_SIDE_EFFECTS, READ_ONLY, OnExpiry, SideEffect
 from keelgate.gateway._gateway import CallContext, Gateway, GatewayResult
 from keelgate.gateway._policy import (
     ApprovalPolicy,
     ApprovalRequirement,
+    ApprovalRules,
     Grants,
     NoApproval,
     RequireApproval,
@@ -16,11 +17,13 @@ __all__ = [
     "READ_ONLY",
     "ApprovalPolicy",
     "ApprovalRequirement",
+    "ApprovalRules",
     "CallContext",
     "Gateway",
     "GatewayResult",
     "Grants",
     "NoApproval",
+    "OnExpiry",
     "RequireApproval",
     "SideEffect",
     "Tool",

@@ -143,6 +143,10 @@ class Gateway:
                     arguments_hash=canonical_sha256(action.arguments),
                     impact=tool.impact(arguments, ctx.observations),
                     high_impact=requirement.high_impact,
+                    on_expiry=requirement.on_expiry,
+                    escalate_to=requirement.escalate_to,
+                    escalate_after=requirement.escalate_after,
+                    warn_before=requirement.warn_before,
                 )
                 self._audit(ctx, "approval.requested", action, required=approval.required)
             if approval.arguments_hash and approval.arguments_hash != canonical_sha256(action.arguments):
@@ -161,6 +165,8 @@ class Gateway:
                     approval,
                 )
             if not approval.granted:
+                # Past its deadline: denied, fail closed. An escalation the policy allows is
+                # applied by the loop before it calls here (the deadline is then a new one).
                 if approval.expired or (approval.expires_at and now >= approval.expires_at):
                     approval = approval.model_copy(update={"expired": True})
                     self._audit(ctx, "approval.expired", action)

@@ -9,12 +9,13 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from keelgate._types import SideEffect
+from keelgate._types import OnExpiry, SideEffect
 from keelgate.gateway._tools import Tool
 
 __all__ = [
     "ApprovalPolicy",
     "ApprovalRequirement",
+    "ApprovalRules",
     "Grants",
     "NoApproval",
     "RequireApproval",
@@ -43,13 +44,23 @@ class Grants:
 
 @dataclass(frozen=True)
 class ApprovalRequirement:
-    """A call must wait for ``approvers`` distinct people; it expires after ``expires_after``."""
+    """A call must wait for ``approvers`` distinct people; it expires after ``expires_after``.
+
+    At expiry the call is denied (``on_expiry="deny"``, fail closed), or escalated once
+    (``"escalate"``): ``escalate_to`` names the role that must decide it from then on and
+    ``escalate_after`` the new deadline's length, after which it is denied. ``warn_before``
+    is how long before a deadline the ``approval.expiring`` warning is due.
+    """
 
     approvers: int = 1
     reason: str = "This call changes the world and needs a person's approval."
     expires_after: timedelta | None = None
     high_impact: bool = False
     """Deserves a deliberate second step from the approver (the console asks them to type it)."""
+    on_expiry: OnExpiry = "deny"
+    escalate_to: str | None = None
+    escalate_after: timedelta | None = None
+    warn_before: timedelta | None = None
 
 
 @runtime_checkable
@@ -76,6 +87,15 @@ class RequireApproval:
     ``high_impact(arguments)`` marks a call as high impact (for example a notional above
     a threshold): it sees only the validated arguments, so it may consult trusted code
     (a price the harness looks up itself) but never a tool's untrusted output.
+
+    What happens at ``expires_after``: ``on_expiry="deny"`` (the default) denies the call,
+    fail closed. ``on_expiry="escalate"`` hands it once to the role ``escalate_to`` with a
+    new deadline ``escalate_after`` from the escalation (audited as ``approval.escalated``);
+    the next deadline denies it. The engine has no roles of its own: it records the role
+    and only a decision that names it among the decider's ``roles`` counts. ``warn_before``
+    makes each deadline due for one ``approval.expiring`` warning that long before it
+    (:meth:`~keelgate.loop.Loop.warn_expiring`). One rule applies to all its tools; give
+    tools different expiries with one rule each in :class:`ApprovalRules`.
     """
 
     def __init__(
@@ -87,15 +107,24 @@ class RequireApproval:
         reason: str | None = None,
         expires_after: timedelta | None = None,
         high_impact: Callable[[BaseModel], bool] | None = None,
+        on_expiry: OnExpiry = "deny",
+        escalate_to: str | None = None,
+        escalate_after: timedelta | None = None,
+        warn_before: timedelta | None = None,
     ) -> None:
         if approvers < 1:
             raise ValueError("approvers must be at least 1")
+        _check_expiry(expires_after, on_expiry, escalate_to, escalate_after, warn_before)
         self._tools = frozenset(tools)
         self._side_effects = frozenset(side_effects)
         self._requirement = ApprovalRequirement(
             approvers=approvers,
             reason=reason or ApprovalRequirement.reason,
             expires_after=expires_after,
+            on_expiry=on_expiry,
+            escalate_to=escalate_to,
+            escalate_after=escalate_after,
+            warn_before=warn_before,
         )
         self._high_impact = high_impact
 
@@ -106,3 +135,47 @@ class RequireApproval:
         if self._high_impact is not None and self._high_impact(arguments):
             return replace(self._requirement, high_impact=True)
         return self._requirement
+
+
+class ApprovalRules:
+    """Several approval rules in order: the first that asks for people decides.
+
+    So each tool (or group of tools) may have its own approvers and expiry, for example
+    orders escalating to an admin while cancellations are simply denied at expiry.
+    """
+
+    def __init__(self, *rules: ApprovalPolicy) -> None:
+        self._rules = rules
+
+    def requirement(self, *, agent_id: str, tool: Tool, arguments: BaseModel) -> ApprovalRequirement | None:
+        """The first rule's requirement that is not None, or None when no rule asks."""
+        for rule in self._rules:
+            found = rule.requirement(agent_id=agent_id, tool=tool, arguments=arguments)
+            if found is not None:
+                return found
+        return None
+
+
+def _positive(value: timedelta | None) -> bool:
+    return value is None or value > timedelta(0)
+
+
+def _check_expiry(
+    expires_after: timedelta | None,
+    on_expiry: str,
+    escalate_to: str | None,
+    escalate_after: timedelta | None,
+    warn_before: timedelta | None,
+) -> None:
+    """Refuse an expiry that could not do what it says (ValueError, like ``approvers``)."""
+    if on_expiry not in ("deny", "escalate"):
+        raise ValueError("on_expiry must be 'deny' or 'escalate'")
+    if not (_positive(expires_after) and _positive(escalate_after) and _positive(warn_before)):
+        raise ValueError("expires_after, escalate_after and warn_before must be positive")
+    if on_expiry == "escalate":
+        if expires_after is None or not escalate_to or escalate_after is None:
+            raise ValueError("on_expiry='escalate' needs expires_after, escalate_to and escalate_after")
+    elif escalate_to is not None or escalate_after is not None:
+        raise ValueError("escalate_to and escalate_after need on_expiry='escalate'")
+    if warn_before is not None and expires_after is None:
+        raise ValueError("warn_before needs expires_after: there is no deadline to warn of")

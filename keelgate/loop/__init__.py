@@ -32,7 +32,7 @@ from keelgate.errors import (
 from keelgate.loop._budget import ModelPrice, StopConditions
 from keelgate.loop._context import ContextItem, ContextSource
 from keelgate.loop._decisions import OutcomeConfirmer
-from keelgate.loop._failpoints import WINDOWS, Failpoints
+from keelgate.loop._failpoints import EXPIRY_WINDOWS, WINDOWS, Failpoints
 from keelgate.loop._llm import LLMPlanner, LLMVerifier
 from keelgate.loop._loop import Loop, VerificationLoop
 from keelgate.loop._monitor import MonitorLoop, MonitorSummary, Schedule
@@ -67,6 +67,7 @@ from keelgate.loop._verifier import (
 )
 
 __all__ = [
+    "EXPIRY_WINDOWS",
     "WINDOWS",
     "AcceptAllVerifier",
     "ActionOutcome",

@@ -1,19 +1,26 @@
-"""Decisions made outside the loop: approvals, denials, and settling unknown outcomes.
+"""Decisions made outside the loop: approvals, denials, expiry, and settling unknown outcomes.
 
 Each decision loads the latest checkpoint, changes one action, writes the audit event
 and saves a newer checkpoint; the run then continues on its next resume. Because the
 save refuses a stale sequence, two people deciding at once cannot both win: the second
 gets :class:`~keelgate.errors.StaleCheckpointError` or sees the first decision.
+
+Expiry is decided here too: a deadline denies the call (fail closed) or, if its policy
+says so, escalates it once to a named role with a new deadline; a warning is due before
+each deadline. An expiry writes its audit event *before* the checkpoint that records it:
+with stores that commit together (one SQLite file, one database) both land or neither
+does, and with stores that commit alone a crash between them repeats the event rather
+than losing it.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -24,6 +31,7 @@ from keelgate.errors import (
     ActionNotFoundError,
     AlreadyDecidedError,
     ApprovalError,
+    ApprovalEscalatedError,
     ApprovalExpiredError,
     ApprovalStaleError,
     CallMayBeRunningError,
@@ -45,8 +53,16 @@ if TYPE_CHECKING:
     from keelgate.clock import Clock
     from keelgate.commits import CommitGroup
     from keelgate.gateway import Gateway
+    from keelgate.loop._failpoints import Failpoints
 
-__all__ = ["DecisionsMixin", "OutcomeConfirmer"]
+__all__ = ["DecisionsMixin", "ExpiryResult", "OutcomeConfirmer"]
+
+ExpiryResult = Literal["escalated", "expired"]
+"""What :meth:`~keelgate.loop.Loop.expire` did: handed the call to its escalation role,
+or denied it (fail closed)."""
+
+EXPIRY_ACTOR = "expiry"
+"""Who the audit chain names for what a deadline did (warned, escalated)."""
 
 
 @runtime_checkable
@@ -89,6 +105,7 @@ class DecisionsMixin:
     clock: Clock
     gateway: Gateway
     confirmer: OutcomeConfirmer | None
+    failpoints: Failpoints
 
     @property
     def commit_group(self) -> CommitGroup:
@@ -118,6 +135,7 @@ class DecisionsMixin:
         arguments: Mapping[str, Any] | None = None,
         seen: str | None = None,
         confirmed: bool = False,
+        roles: Collection[str] | None = None,
     ) -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree.
 
@@ -131,10 +149,17 @@ class DecisionsMixin:
         call instead (:meth:`_approve_edited`); arguments that change nothing are a
         plain approval. A high-impact call (the policy's mark, for the proposal or the
         edit) is approved only with ``confirmed``; otherwise ConfirmationRequiredError.
+
+        ``roles`` are the roles the person holds, each one their role includes (the host
+        knows its roles; the engine does not rank them). An approval its deadline
+        escalated counts only from someone holding the escalation role:
+        ApprovalEscalatedError otherwise, also when the deadline passes with this very
+        call (the escalation is then saved, the approval not).
         """
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None  # _awaiting guarantees it
+        _check_role(approval, roles)
         current = canonical_sha256(action.arguments)
         if seen is not None and seen != current:
             raise ApprovalStaleError(action_id)
@@ -235,6 +260,13 @@ class DecisionsMixin:
                 impact=impact,
                 high_impact=high,
                 approvals=[ApprovalVote(by=by, at=now, note=note, arguments_hash=edited_hash)],
+                # The same deadline and what it does; an escalated call stays escalated.
+                on_expiry=approval.on_expiry,
+                escalate_to=approval.escalate_to,
+                escalate_after=approval.escalate_after,
+                warn_before=approval.warn_before,
+                escalated_to=approval.escalated_to,
+                escalated_at=approval.escalated_at,
             ),
         )
         if replacement.approval is not None and replacement.approval.granted:
@@ -312,13 +344,27 @@ class DecisionsMixin:
         return state
 
     @_one_commit
-    def deny(self, tenant_id: str, run_id: str, action_id: str, *, by: str, note: str) -> LoopState:
-        """Deny the call; the planner sees the denial and ``note`` on the next step."""
+    def deny(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        by: str,
+        note: str,
+        roles: Collection[str] | None = None,
+    ) -> LoopState:
+        """Deny the call; the planner sees the denial and ``note`` on the next step.
+
+        ``roles`` as for :meth:`approve`: an escalated approval is denied only by its
+        escalation role.
+        """
         if not note.strip():
             raise NoteRequiredError()
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None
+        _check_role(approval, roles)
         now = self.clock.now()
         approval.denied_by, approval.denied_at, approval.note = by, now, note
         action.outcome = ActionOutcome(
@@ -392,15 +438,105 @@ class DecisionsMixin:
 
     # -- used by the loop -------------------------------------------------------
 
+    @_one_commit
+    def expire(self, tenant_id: str, run_id: str, action_id: str) -> ExpiryResult | None:
+        """Apply a deadline that passed: escalate the call once if its policy says so, else deny it.
+
+        ``"escalated"``: it waits for the escalation role with a new deadline
+        (``approval.escalated``, by ``expiry``); ``"expired"``: denied, fail closed
+        (``approval.expired``). None when there is nothing to do: not yet due, or decided.
+        """
+        state = self._load(tenant_id, run_id)
+        action = state.action(action_id)
+        if action is None:
+            raise ActionNotFoundError(action_id)
+        approval = action.approval
+        if approval is None or action.status is not ActionStatus.AWAITING_APPROVAL:
+            return None
+        due = approval.expiry_due(self.clock.now())
+        if due == "escalate":
+            self._escalate_if_due(state, action)
+            self._save(state, active=False)
+            return "escalated"
+        if due == "deny":
+            self._deny_expired(state, action)
+            return "expired"
+        return None
+
     def expire_approval(self, tenant_id: str, run_id: str, action_id: str) -> bool:
-        """Deny an approval whose time ran out (fail closed). True if it was expired now."""
-        try:
-            self._awaiting(tenant_id, run_id, action_id)
-        except ApprovalExpiredError:
-            return True
-        except ApprovalError:
+        """:meth:`expire`, True only if the call was denied now (an escalation is False)."""
+        return self.expire(tenant_id, run_id, action_id) == "expired"
+
+    @_one_commit
+    def warn_expiring(self, tenant_id: str, run_id: str, action_id: str) -> bool:
+        """Give the warning that a deadline is near, once per approval and deadline. True if given now.
+
+        Due ``warn_before`` ahead of each deadline of an open approval (so an escalated
+        one is warned again before its new deadline). Appends ``approval.expiring`` by
+        ``expiry`` with ``action_id``, ``tool``, ``expires_at`` and, if the deadline
+        escalates, ``escalates_to``; the checkpoint then records the warning. Late (the
+        deadline already passed) there is nothing to warn of: :meth:`expire` applies it.
+        """
+        state = self._load(tenant_id, run_id)
+        action = state.action(action_id)
+        if action is None:
+            raise ActionNotFoundError(action_id)
+        approval = action.approval
+        now = self.clock.now()
+        if approval is None or action.status is not ActionStatus.AWAITING_APPROVAL:
             return False
-        return False
+        if not approval.warning_due(now):
+            return False
+        assert approval.expires_at is not None  # warning_due guarantees it
+        body: dict[str, Any] = {
+            "action_id": action_id,
+            "tool": action.tool,
+            "expires_at": approval.expires_at.isoformat(),
+        }
+        if approval.escalates_to is not None:
+            body["escalates_to"] = approval.escalates_to
+        self._audit(state, "approval.expiring", actor=EXPIRY_ACTOR, **body)
+        self.failpoints.hit("after_warning_audit")
+        approval.warned_at, approval.warned_for = now, approval.expires_at
+        self._save(state, active=False)
+        return True
+
+    def _escalate_if_due(self, state: LoopState, action: PlannedAction) -> bool:
+        """Escalate an open approval whose deadline passed, if its policy says so. True if now.
+
+        Audited first (``approval.escalated``: the role, the new deadline and the one
+        that passed), then changed in ``state``; the caller saves it.
+        """
+        approval = action.approval
+        now = self.clock.now()
+        if approval is None or approval.expiry_due(now) != "escalate":
+            return False
+        role, length, passed = approval.escalates_to, approval.escalate_after, approval.expires_at
+        assert role is not None and length is not None and passed is not None  # expiry_due checked
+        deadline = now + length
+        self._audit(
+            state,
+            "approval.escalated",
+            actor=EXPIRY_ACTOR,
+            action_id=action.action_id,
+            tool=action.tool,
+            escalated_to=role,
+            expires_at=deadline.isoformat(),
+            previous_expires_at=passed.isoformat(),
+        )
+        self.failpoints.hit("after_escalation_audit")
+        approval.escalated_to, approval.escalated_at, approval.expires_at = role, now, deadline
+        return True
+
+    def _deny_expired(self, state: LoopState, action: PlannedAction) -> None:
+        """Deny the call whose deadline passed (fail closed), saved and audited."""
+        approval = action.approval
+        assert approval is not None
+        now = self.clock.now()
+        self._audit(state, "approval.expired", action_id=action.action_id, tool=action.tool)
+        approval.expired = True
+        action.outcome = ActionOutcome(status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now)
+        self._save(state, active=False)
 
     def _awaiting(self, tenant_id: str, run_id: str, action_id: str) -> tuple[LoopState, PlannedAction]:
         state = self._load(tenant_id, run_id)
@@ -414,16 +550,16 @@ class DecisionsMixin:
             raise AlreadyDecidedError(action.outcome.settled_by or "cancelled")
         if approval.denied_by or approval.granted:
             raise AlreadyDecidedError(approval.denied_by or approval.approvals[-1].by)
-        now = self.clock.now()
-        if approval.expired or (approval.expires_at is not None and now >= approval.expires_at):
-            if not approval.expired:
-                approval.expired = True
-                action.outcome = ActionOutcome(
-                    status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now
-                )
-                self._save(state, active=False)
-                self._audit(state, "approval.expired", action_id=action_id, tool=action.tool)
+        if approval.expired:
             raise ApprovalExpiredError(action_id)
+        if action.status is ActionStatus.AWAITING_APPROVAL:
+            due = approval.expiry_due(self.clock.now())
+            if due == "escalate":  # the deadline passed just now: saved, whatever the caller does
+                self._escalate_if_due(state, action)
+                self._save(state, active=False)
+            elif due == "deny":
+                self._deny_expired(state, action)
+                raise ApprovalExpiredError(action_id)
         if action.status is not ActionStatus.AWAITING_APPROVAL:
             raise ApprovalError(action_id)
         return state, action
@@ -540,6 +676,12 @@ class DecisionsMixin:
             note=note,
             result_recorded=action.outcome.output is not None and executed,
         )
+
+
+def _check_role(approval: ApprovalState, roles: Collection[str] | None) -> None:
+    """An escalated approval is decided only by someone holding its escalation role."""
+    if approval.escalated_to is not None and approval.escalated_to not in (roles or ()):
+        raise ApprovalEscalatedError(approval.escalated_to)
 
 
 MAX_RESULT_BYTES = 16_384

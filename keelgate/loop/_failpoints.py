@@ -8,7 +8,7 @@ from typing import Literal
 
 from keelgate.errors import CrashFailpoint
 
-__all__ = ["WINDOWS", "Failpoints"]
+__all__ = ["EXPIRY_WINDOWS", "WINDOWS", "Failpoints"]
 
 WINDOWS: tuple[str, ...] = (
     "after_plan",
@@ -18,6 +18,14 @@ WINDOWS: tuple[str, ...] = (
     "after_observe",
     "after_verify",
 )
+
+EXPIRY_WINDOWS: tuple[str, ...] = (
+    "after_warning_audit",
+    "after_escalation_audit",
+)
+"""Where an expiry can die: its audit event appended, the checkpoint that records it not
+yet saved. Reached by the decisions (``warn_expiring``, ``expire``) and by a resume that
+escalates, never by a plain run, so they are kept apart from :data:`WINDOWS`."""
 
 ENV_VAR = "KEELGATE_FAILPOINT"
 
@@ -36,7 +44,7 @@ class Failpoints:
         *,
         mode: Literal["raise", "exit"] = "raise",
     ) -> None:
-        unknown = set(crash_at or {}) - set(WINDOWS)
+        unknown = set(crash_at or {}) - set(WINDOWS) - set(EXPIRY_WINDOWS)
         if unknown:
             raise ValueError(f"unknown failpoint windows: {sorted(unknown)}")
         self._crash_at = dict(crash_at or {})
@@ -54,7 +62,7 @@ class Failpoints:
 
     def hit(self, window: str) -> None:
         """Count one arrival at ``window`` and crash if this is the chosen occurrence."""
-        self.counts[window] += 1
+        self.counts[window] = self.counts.get(window, 0) + 1
         if self._crash_at.get(window) == self.counts[window]:
             if self._mode == "exit":
                 os._exit(137)

@@ -340,6 +340,10 @@ class Loop(DecisionsMixin):
                 if not settled:
                     return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
                 continue
+            if action.status is ActionStatus.AWAITING_APPROVAL:
+                # A deadline that passed while nobody looked escalates here, if its policy
+                # says so; otherwise the gateway denies the call (fail closed).
+                self._escalate_if_due(state, action)
             seen = tuple(
                 a.outcome.output
                 for a in state.current_actions
