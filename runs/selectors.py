@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
-from keelgate.loop import LoopState
-from runs.models import Checkpoint, Run
+from keelgate.gateway import SideEffect
+from keelgate.loop import ActionStatus, LoopState, PlannedAction, StopReason
+from runs.agents import done_words
+from runs.models import Checkpoint, Run, RunStatus
 from sitekit.errors import NotFoundError
 
 
@@ -19,9 +22,12 @@ def runs_for(
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
+    q: str | None = None,
 ) -> QuerySet[Run]:
-    """Runs of the given tenants, newest first, filtered."""
+    """Runs of the given tenants, newest first, filtered; ``q`` is found in the run id or the goal."""
     runs = Run.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-created_at", "-id")
+    if q:
+        runs = runs.filter(Q(run_id__icontains=q) | Q(goal__icontains=q))
     if status:
         runs = runs.filter(status=status)
     if agent:
@@ -73,3 +79,255 @@ def run_timeline(run: Run, *, after_seq: int = 0, limit: int = 200) -> list[Time
     return [
         TimelineEntry(seq, phase, saved_at, LoopState.from_json(text)) for seq, phase, saved_at, text in rows
     ]
+
+
+# -- what happened, in words ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as the list shows it: its row and what happened, in words."""
+
+    run: Run
+    words: str
+    tone: str
+    """ok, bad, wait or active: how the words are coloured."""
+
+
+STOP_REASONS = {r.value: r for r in StopReason}
+"""A run row's ``stop_reason`` text (empty, or one of these) as the engine's StopReason."""
+
+BUDGET_WORDS = {
+    StopReason.MAX_ITERATIONS: "iteration limit reached",
+    StopReason.TOKEN_BUDGET: "token budget spent",
+    StopReason.DOLLAR_BUDGET: "dollar budget spent",
+    StopReason.COST_UNKNOWN: "cost unknown against a dollar budget",
+    StopReason.TIMEOUT: "time limit reached",
+    StopReason.VERIFIER_REJECTED: "the verifier rejected the answer too often",
+}
+
+
+def run_summaries(runs: Sequence[Run]) -> list[RunSummary]:
+    """What happened in each run, in words, from its latest checkpoint.
+
+    One query reads the latest checkpoint of every run on the page (``Run.seq`` names
+    it), however many runs there are.
+    """
+    latest = Q()
+    for run in runs:
+        if run.seq:
+            latest |= Q(tenant_id=run.tenant_id, run_id=run.run_id, seq=run.seq)
+    states: dict[tuple[str, str], str] = {}
+    if latest:
+        rows = Checkpoint.objects.filter(latest).values_list("tenant_id", "run_id", "state")
+        states = {(tenant_id, run_id): text for tenant_id, run_id, text in rows}
+    summaries = []
+    for run in runs:
+        text = states.get((run.tenant_id, run.run_id))
+        words, tone = run_words(run, None if text is None else LoopState.from_json(text))
+        summaries.append(RunSummary(run, words, tone))
+    return summaries
+
+
+def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:
+    """One line saying what happened in ``run`` ("order filled", "denied by bob"), and its tone."""
+    actions = state.actions if state is not None else []
+    calls = [_call_words(run.agent, a) for a in actions if _counts(a)]
+    told = "; ".join(words for words, _ in calls)
+    status = run.status
+    if status == RunStatus.DONE:
+        if not calls:
+            return "goal reached", "ok"
+        return told, "ok" if all(tone == "ok" for _, tone in calls) else "bad"
+    if status == RunStatus.CANCELLED:
+        who = run.cancel_requested_by or next(
+            (
+                a.outcome.settled_by
+                for a in actions
+                if a.outcome.code == "run_cancelled" and a.outcome.settled_by
+            ),
+            "",
+        )
+        return _join(told, f"cancelled by {who}" if who else "cancelled"), "bad"
+    if status == RunStatus.WAITING:
+        return told or "waiting for a person", "wait"
+    if status == RunStatus.STOPPED:
+        reason = STOP_REASONS.get(run.stop_reason)
+        if reason in BUDGET_WORDS:
+            return _join(told, f"budget stop: {BUDGET_WORDS[reason]}"), "bad"
+        return _join(told, f"stopped on an error: {run.error_code or run.stop_reason or 'unknown'}"), "bad"
+    if status == RunStatus.RUNNING:
+        step = f"running, step {run.iteration}" if run.iteration else "running"
+        if run.cancel_requested_by:
+            step += f", cancel asked by {run.cancel_requested_by}"
+        return _join(told, step), "active"
+    return _join(told, "queued" if state is not None else "queued, not started yet"), "active"
+
+
+def _counts(action: PlannedAction) -> bool:
+    """Calls that change the world are what a run is about; an edited-away proposal is not."""
+    approval = action.approval
+    return action.side_effect is not SideEffect.READ and not (approval and approval.replaced_by)
+
+
+def _call_words(agent: str, action: PlannedAction) -> tuple[str, str]:
+    """What became of one call, in words, and its tone."""
+    outcome, approval = action.outcome, action.approval
+    status, who = outcome.status, outcome.settled_by
+    edited = (
+        f" (edited by {approval.approvals[0].by})"
+        if approval and approval.edit_of and approval.approvals
+        else ""
+    )
+    if status is ActionStatus.DONE:
+        return (f"settled as executed by {who}" if who else done_words(agent, action.tool)) + edited, "ok"
+    if status is ActionStatus.ABANDONED:
+        return (
+            "abandoned: " + (f"settled as not executed by {who}" if who else "not executed")
+        ) + edited, "bad"
+    if status is ActionStatus.DENIED:
+        if outcome.code == "run_cancelled":
+            return f"{action.tool} withdrawn", "bad"
+        if approval is not None and approval.expired:
+            return f"{action.tool} approval expired", "bad"
+        if approval is not None and approval.denied_by:
+            return f"denied by {approval.denied_by}", "bad"
+        return f"{action.tool} refused: {outcome.code or 'denied'}", "bad"
+    if status is ActionStatus.ERROR:
+        return f"{action.tool} failed: {outcome.code or 'error'}", "bad"
+    if status is ActionStatus.AWAITING_APPROVAL:
+        votes = approval.approvals if approval is not None else []
+        so_far = (
+            f" ({len(votes)} of {approval.required}: {', '.join(v.by for v in votes)})"
+            if approval and votes
+            else ""
+        )
+        return f"waiting for approval of {action.tool}{so_far}", "wait"
+    if status is ActionStatus.UNKNOWN:
+        return f"unknown outcome of {action.tool}: a person must settle it", "wait"
+    if approval is not None and approval.granted:
+        names = ", ".join(v.by for v in approval.approvals)
+        return f"{action.tool} approved by {names}, about to run", "active"
+    return f"{action.tool} about to run", "active"
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+# -- one entry per action: its lifecycle -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One moment in an action's life: "proposed", "approved by alice", "done"."""
+
+    words: str
+    at: datetime | None = None
+    tone: str = ""
+    note: str = ""
+    """A person's note (untrusted: shown escaped)."""
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """A checkpoint at which an action was new or changed."""
+
+    seq: int
+    phase: str
+    saved_at: datetime
+    status: str
+
+
+@dataclass
+class ActionStory:
+    """One action as the timeline shows it: its latest state, lifecycle and checkpoints."""
+
+    action: PlannedAction
+    steps: list[Step] = field(default_factory=list)
+    sightings: list[Sighting] = field(default_factory=list)
+
+
+def action_stories(entries: Sequence[TimelineEntry]) -> list[ActionStory]:
+    """Every action of the run once, in the order proposed, with its lifecycle.
+
+    Built from the checkpoints (oldest first): the latest version of each action says
+    who decided what and when; the statuses it passed through (an unknown outcome a
+    person later settled) and the checkpoints that changed it come from the history.
+    """
+    stories: dict[str, ActionStory] = {}
+    seen: dict[str, str] = {}
+    for entry in entries:
+        for action in entry.state.actions:
+            dump = action.model_dump_json()
+            if seen.get(action.action_id) == dump:
+                continue
+            seen[action.action_id] = dump
+            story = stories.setdefault(action.action_id, ActionStory(action))
+            story.action = action
+            story.sightings.append(Sighting(entry.seq, entry.phase, entry.saved_at, action.status.value))
+    for story in stories.values():
+        story.steps = _lifecycle(story)
+    return list(stories.values())
+
+
+def _lifecycle(story: ActionStory) -> list[Step]:
+    action, first = story.action, story.sightings[0]
+    outcome, approval = action.outcome, action.approval
+    steps = [Step("proposed", first.saved_at)]
+    if approval is not None:
+        if approval.edit_of:
+            steps[0] = Step(f"edit of {approval.edit_of}", approval.requested_at)
+        needs = f" from {approval.required} people" if approval.required > 1 else ""
+        steps.append(Step(f"approval asked{needs}", approval.requested_at, "wait"))
+        votes = [Step(f"approved by {v.by}", v.at, "ok", v.note) for v in approval.approvals]
+        if approval.escalated_to and approval.escalated_at:
+            escalated = f"deadline passed: escalated to {approval.escalated_to}"
+            when = approval.requested_at
+            votes = sorted(
+                [*votes, Step(escalated, approval.escalated_at, "wait")], key=lambda s: s.at or when
+            )
+        steps += votes
+        if approval.replaced_by:
+            steps.append(
+                Step(
+                    f"edited by {approval.denied_by}: {approval.replaced_by} replaces it",
+                    approval.denied_at,
+                    "bad",
+                )
+            )
+            return steps
+        if approval.denied_by:
+            steps.append(Step(f"denied by {approval.denied_by}", approval.denied_at, "bad", approval.note))
+        if approval.expired:
+            steps.append(Step("approval expired", outcome.at, "bad"))
+        if approval.withdrawn:
+            steps.append(Step(f"withdrawn: run cancelled by {outcome.settled_by}", outcome.at, "bad"))
+    unknown = next((s for s in story.sightings if s.status == ActionStatus.UNKNOWN), None)
+    if unknown is not None:
+        steps.append(Step("outcome unknown", unknown.saved_at, "wait"))
+    steps += _ending(action, decided=approval is not None and approval.settled and not approval.granted)
+    return steps
+
+
+def _ending(action: PlannedAction, *, decided: bool) -> list[Step]:
+    """Where the action ended (or stands), unless a denial above already said it."""
+    outcome, status, who = action.outcome, action.status, action.outcome.settled_by
+    if status is ActionStatus.DONE:
+        if who:
+            recorded = " (result recorded)" if outcome.output is not None else ""
+            return [Step(f"settled as executed by {who}{recorded}", outcome.at, "ok", outcome.detail)]
+        replayed = " (replayed from the idempotency store)" if outcome.replayed else ""
+        return [Step(f"done{replayed}", outcome.at, "ok")]
+    if status is ActionStatus.ABANDONED:
+        words = f"settled as not executed by {who}" if who else "abandoned"
+        return [Step(words, outcome.at, "bad", outcome.detail if who else "")]
+    if status is ActionStatus.DENIED:
+        return [] if decided else [Step(f"refused: {outcome.code or 'denied'}", outcome.at, "bad")]
+    if status is ActionStatus.ERROR:
+        return [Step(f"failed: {outcome.code or 'error'}", outcome.at, "bad")]
+    if status is ActionStatus.AWAITING_APPROVAL:
+        return [Step("waiting for approval", None, "wait")]
+    if status is ActionStatus.UNKNOWN:
+        return [Step("waiting for a person to settle it", None, "wait")]
+    return [Step("runs at the next step", None, "active")]

@@ -7,78 +7,189 @@ reasons) is untrusted text: templates print it escaped and never mark it safe.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from datetime import datetime
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from pydantic import ValidationError
 
-from keelgate.loop import (
-    ActionStatus,
-    ErrorInfo,
-    LoopState,
-    NotReplayableError,
-    PlannedAction,
-    Recording,
-    StopReason,
-    VerdictRecord,
-    replay,
-)
+from keelgate.errors import RunExistsError
+from keelgate.loop import ActionStatus, LoopState, NotReplayableError, Recording, StopReason, replay
 from runs.agents import agent_names
 from runs.engine.stores import DjangoCheckpointStore
+from runs.forms import LIMIT_FIELDS, StartForm, parse_limits
 from runs.models import Run, RunStatus
-from runs.selectors import run_get, run_state, run_timeline, runs_for
-from runs.services import run_resume
-from sitekit.errors import NotResumableError
+from runs.selectors import (
+    STOP_REASONS,
+    action_stories,
+    run_get,
+    run_state,
+    run_summaries,
+    run_timeline,
+    runs_for,
+)
+from runs.services import run_resume, run_start
+from sitekit.api import CURSOR, keyset_page
+from sitekit.errors import GoalNotUnderstoodError, InvalidCursorError, NotResumableError, UnknownAgentError
 from sitekit.pages import console_page
 from tenants.models import Role
 from tenants.selectors import allows, tenant_ids
 
 PAGE_SIZE = 50
+SEARCH_MAX = 200
 TIMELINE_LIMIT = 200
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
-"""Statuses that can change without anyone on this page doing something: poll them."""
+"""Statuses that can change without anyone on this page doing something (it updates live)."""
 
 
 # -- the list --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ListFilters:
+    """The list's filters, as read from the query string (a value not offered is no filter)."""
+
+    status: str = ""
+    agent: str = ""
+    stop_reason: str = ""
+    q: str = ""
+    cursor: str = ""
+
+    @classmethod
+    def read(cls, data: Mapping[str, str]) -> ListFilters:
+        q = " ".join((data.get("q") or "").split())[:SEARCH_MAX]
+        cursor = data.get("cursor") or ""
+        return cls(
+            status=_choice(data.get("status"), [s.value for s in RunStatus]),
+            agent=_choice(data.get("agent"), agent_names()),
+            stop_reason=_choice(data.get("stop_reason"), [r.value for r in StopReason]),
+            q=q,
+            cursor=cursor if re.fullmatch(CURSOR, cursor) else "",
+        )
+
+    def query(self, *, cursor: str | None = None) -> str:
+        """The filters as a query string (and a page's cursor, if given)."""
+        fields = {"status": self.status, "agent": self.agent, "stop_reason": self.stop_reason, "q": self.q}
+        return urlencode({k: v for k, v in {**fields, "cursor": cursor or ""}.items() if v})
+
+
+def _choice(value: str | None, allowed: list[str]) -> str:
+    return value if value in allowed else ""
+
+
+def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[str, Any]:
+    filters = ListFilters.read(request.GET)
+    ids = tenant_ids(request)
+    runs = runs_for(
+        tenant_ids=ids,
+        status=filters.status or None,
+        agent=filters.agent or None,
+        stop_reason=filters.stop_reason or None,
+        q=filters.q or None,
+    )
+    try:
+        page, next_cursor = keyset_page(
+            runs, field="created_at", cursor=filters.cursor or None, limit=PAGE_SIZE
+        )
+    except InvalidCursorError:
+        page, next_cursor = keyset_page(runs, field="created_at", cursor=None, limit=PAGE_SIZE)
+        filters = replace(filters, cursor="")
+    agents = agent_names()
+    starters = [t for t in ids if allows(request, t, Role.APPROVER)]
+    start = start or (StartForm.blank(agents=agents) if starters else None)
+    return {
+        "summaries": run_summaries(page),
+        "filters": filters,
+        "query": filters.query(),
+        "rows_query": filters.query(cursor=filters.cursor),
+        "next_query": filters.query(cursor=next_cursor) if next_cursor else "",
+        "statuses": [s.value for s in RunStatus],
+        "agents": agents,
+        "reasons": [r.value for r in StopReason],
+        "several_tenants": len(ids) > 1,
+        "starters": starters,
+        "start": start,
+        "limit_fields": [
+            {
+                "name": name,
+                "label": label,
+                "value": start.values.get(name, ""),
+                "invalid": name in start.errors,
+            }
+            for name, (label, _) in LIMIT_FIELDS.items()
+        ]
+        if start
+        else [],
+    }
+
+
 @require_GET
 @console_page
 def run_list(request: HttpRequest) -> HttpResponse:
-    """The user's runs, newest first, filtered by status, agent and stop reason."""
-    statuses = [s.value for s in RunStatus]
-    reasons = [r.value for r in StopReason]
-    agents = agent_names()
-    status = _choice(request.GET.get("status"), statuses)
-    agent = _choice(request.GET.get("agent"), agents)
-    reason = _choice(request.GET.get("stop_reason"), reasons)
-    runs = runs_for(tenant_ids=tenant_ids(request), status=status, agent=agent, stop_reason=reason)
-    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
-    query = {k: v for k, v in {"status": status, "agent": agent, "stop_reason": reason}.items() if v}
-    return render(
-        request,
-        "runs/list.html",
-        {
-            "page": page,
-            "statuses": statuses,
-            "agents": agents,
-            "reasons": reasons,
-            "selected": {"status": status or "", "agent": agent or "", "stop_reason": reason or ""},
-            "query": query,
-        },
-    )
+    """The user's runs, newest first, each saying what happened; search, filters, start a run."""
+    return render(request, "runs/list.html", _list_context(request))
 
 
-def _choice(value: str | None, allowed: list[str]) -> str | None:
-    """A filter value if it is one of the allowed ones; anything else means no filter."""
-    return value if value in allowed else None
+@require_GET
+@console_page
+def run_rows(request: HttpRequest) -> HttpResponse:
+    """The list's rows alone: the filter form swaps them in, and live updates refresh them."""
+    context = _list_context(request)
+    response = render(request, "runs/_rows.html", context)
+    if request.headers.get("HX-Trigger") == "runs-filters":
+        # Typed into the filters: the address bar follows, so reload and back show the same.
+        query = context["query"]
+        response["HX-Push-Url"] = reverse("runs") + (f"?{query}" if query else "")
+    return response
+
+
+@require_POST
+@console_page
+def run_start_view(request: HttpRequest) -> HttpResponse:
+    """Start a run (an approver), through the same service as ``POST /runs``; then its page.
+
+    A form with errors comes back with what was typed and a 422. A tenant the user does
+    not belong to is 404, a role that cannot start runs 403, as for the API.
+    """
+    starters = [t for t in tenant_ids(request) if allows(request, t, Role.APPROVER)]
+    form = StartForm.read(request.POST, tenants=starters or tenant_ids(request))
+    if form.request is None:
+        return _start_again(request, form)
+    try:
+        run, created = run_start(
+            tenant_id=form.tenant_id,
+            agent=form.request.agent,
+            goal=form.request.goal,
+            user=request.user,
+            run_id=form.request.run_id,
+            limits=form.limits(),
+        )
+    except UnknownAgentError:
+        form.errors["agent"] = "Choose one of the registered agents."
+        return _start_again(request, form)
+    except GoalNotUnderstoodError as exc:
+        form.errors["goal"] = f"{exc.message.rstrip('.')}: {exc.detail}." if exc.detail else exc.message
+        return _start_again(request, form)
+    except RunExistsError:
+        form.errors["run_id"] = "This form already started another run: check it and submit again."
+        form.again()
+        return _start_again(request, form, status=409)
+    if created:
+        messages.success(request, f"Started run {run.run_id}: a worker will pick it up.")
+    else:
+        messages.info(request, f"Run {run.run_id} was already started by this form.")
+    return HttpResponseRedirect(reverse("run", args=[run.tenant_id, run.run_id]), status=303)
+
+
+def _start_again(request: HttpRequest, form: StartForm, status: int = 422) -> HttpResponse:
+    """The runs page with the start form open, its errors and what was typed."""
+    return render(request, "runs/list.html", _list_context(request, start=form), status=status)
 
 
 # -- one run ---------------------------------------------------------------------------
@@ -120,13 +231,6 @@ _HIT_BY = {
 }
 
 
-def _stop_reason(value: str) -> StopReason | None:
-    try:
-        return StopReason(value)
-    except ValueError:
-        return None
-
-
 def budgets(state: LoopState | None, run: Run) -> list[Budget]:
     """Usage against limits, from the latest checkpoint (the run row before the first one)."""
     if state is not None:
@@ -142,66 +246,12 @@ def budgets(state: LoopState | None, run: Run) -> list[Budget]:
     else:
         limits = dict(run.limits or {})
         usage = {"max_iterations": run.iteration}
-        stop = _stop_reason(run.stop_reason)
+        stop = STOP_REASONS.get(run.stop_reason)
     hit = _HIT_BY.get(stop) if stop is not None else None
-    rows = [
-        ("max_iterations", "Iterations", int),
-        ("max_tokens", "Tokens", int),
-        ("max_dollars", "Dollars", float),
-        ("timeout_seconds", "Active seconds", float),
-        ("max_verifier_rejections", "Verifier rejections", int),
-    ]
     return [
         Budget(name, label, float(usage.get(name) or 0), limits.get(name), hit == name, kind)
-        for name, label, kind in rows
+        for name, (label, kind) in LIMIT_FIELDS.items()
     ]
-
-
-@dataclass
-class TimelineRow:
-    """One checkpoint, with what changed since the one before it."""
-
-    seq: int
-    phase: str
-    saved_at: datetime
-    iteration: int
-    stop_reason: str | None
-    error: ErrorInfo | None
-    actions: list[PlannedAction] = field(default_factory=list)
-    verdicts: list[VerdictRecord] = field(default_factory=list)
-    final_answer: str | None = None
-
-
-def timeline_rows(entries: list[Any]) -> list[TimelineRow]:
-    """Checkpoints oldest first, each listing only the actions and verdicts it changed."""
-    seen: dict[str, dict[str, Any]] = {}
-    verdicts_seen = 0
-    answer_seen: str | None = None
-    rows = []
-    for entry in entries:
-        state: LoopState = entry.state
-        changed = []
-        for action in state.actions:
-            dump = action.model_dump(mode="json")
-            if seen.get(action.action_id) != dump:
-                changed.append(action)
-                seen[action.action_id] = dump
-        rows.append(
-            TimelineRow(
-                seq=entry.seq,
-                phase=entry.phase,
-                saved_at=entry.saved_at,
-                iteration=state.iteration,
-                stop_reason=state.stop_reason.value if state.stop_reason else None,
-                error=state.error,
-                actions=changed,
-                verdicts=state.verdicts[verdicts_seen:],
-                final_answer=state.final_answer if state.final_answer != answer_seen else None,
-            )
-        )
-        verdicts_seen = len(state.verdicts)
-        answer_seen = state.final_answer
-    return rows
 
 
 def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> dict[str, Any]:
@@ -225,17 +275,36 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
     }
 
 
-@require_GET
-@console_page
-def run_detail(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
-    """One run: status, budgets, resume, and the timeline of its checkpoints."""
-    run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
+def _timeline_context(run: Run) -> dict[str, Any]:
+    """The newest ``TIMELINE_LIMIT`` checkpoints: one entry per action, the checkpoints folded."""
     first = max(0, run.seq - TIMELINE_LIMIT)
     entries = run_timeline(run, after_seq=first, limit=TIMELINE_LIMIT)
     state = entries[-1].state if entries else None
-    context = _status_context(request, run, state)
-    context.update({"timeline": timeline_rows(entries), "truncated": first > 0, "page_seq": run.seq})
+    return {
+        "run": run,
+        "state": state,
+        "stories": action_stories(entries),
+        "checkpoints": entries,
+        "truncated": first > 0,
+    }
+
+
+@require_GET
+@console_page
+def run_detail(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
+    """One run: status, budgets, cancel and resume, and its timeline (live)."""
+    run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
+    context = _timeline_context(run)
+    context.update(_status_context(request, run, context["state"]))
     return render(request, "runs/detail.html", context)
+
+
+@require_GET
+@console_page
+def run_timeline_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
+    """The timeline alone: live updates refresh it when the run's events arrive."""
+    run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
+    return render(request, "runs/_timeline.html", _timeline_context(run))
 
 
 @require_GET
@@ -259,23 +328,10 @@ def run_replay(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRespons
 @require_GET
 @console_page
 def run_status(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
-    """The run's status block alone: the run page polls it while the run is active."""
+    """The run's status block alone: live updates refresh it when the run's events arrive."""
     run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
     context = _status_context(request, run, run_state(run))
-    try:
-        context["page_seq"] = int(request.GET.get("seq", run.seq))
-    except ValueError:
-        context["page_seq"] = run.seq
     return render(request, "runs/_status.html", context)
-
-
-LIMIT_FIELDS: dict[str, type] = {
-    "max_iterations": int,
-    "max_tokens": int,
-    "max_dollars": float,
-    "timeout_seconds": float,
-    "max_verifier_rejections": int,
-}
 
 
 @require_POST
@@ -284,29 +340,17 @@ def run_resume_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     """Resume a stopped run with the limits in the form (empty field: no limit)."""
     run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
     back = reverse("run", args=[run.tenant_id, run.run_id])
-    limits: dict[str, Any] = {}
-    for name, kind in LIMIT_FIELDS.items():
-        text = request.POST.get(name, "").strip()
-        if not text:
-            continue
-        try:
-            value = kind(text)
-        except ValueError:
-            messages.error(request, f"{name} must be a number.")
-            return HttpResponseRedirect(back, status=303)
-        if value <= 0:
-            messages.error(request, f"{name} must be greater than zero.")
-            return HttpResponseRedirect(back, status=303)
-        limits[name] = value
+    limits, errors = parse_limits(request.POST)
+    if errors:
+        for error in errors.values():
+            messages.error(request, error)
+        return HttpResponseRedirect(back, status=303)
     try:
         run_resume(tenant_id=run.tenant_id, run_id=run.run_id, user=request.user, limits=limits)
     except NotResumableError:
         messages.warning(
             request, f"Not resumed: the run is {run.status}, and only a stopped run can be resumed."
         )
-        return HttpResponseRedirect(back, status=303)
-    except ValidationError:
-        messages.error(request, "Those limits are not valid.")
         return HttpResponseRedirect(back, status=303)
     shown = ", ".join(f"{k}={v}" for k, v in limits.items()) or "no limits"
     messages.success(request, f"Resumed with {shown}: a worker will pick the run up.")

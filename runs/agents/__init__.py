@@ -48,6 +48,9 @@ class Agent:
     auto_settle: bool = False
     """Let the worker settle an unknown outcome itself when a lookup is definite (audited
     as source ``confirmer``); off, a person always records it."""
+    done_words: Mapping[str, str] = field(default_factory=dict)
+    """Per WRITE tool, what a call that ran means, in words for the runs list ("order
+    filled"); without an entry the list says "<tool> done"."""
 
 
 def agent_names() -> list[str]:
@@ -77,6 +80,18 @@ def lookup_label(agent: str, tool: str) -> str | None:
 def _lookup_label(path: str, agent: str, tool: str) -> str | None:
     spec = load_agent(agent)
     return spec.lookup_label if tool in spec.lookups else None
+
+
+def done_words(agent: str, tool: str) -> str:
+    """What a call of ``tool`` that ran means, in the agent's words ("order filled")."""
+    path = settings.KEELGATE_AGENTS.get(agent)
+    words = None if path is None else _done_words(path, agent, tool)
+    return words or f"{tool} done"
+
+
+@functools.lru_cache(maxsize=128)
+def _done_words(path: str, agent: str, tool: str) -> str | None:
+    return load_agent(agent).done_words.get(tool)
 
 
 def tool_schema(agent: str, tool: str) -> dict[str, Any] | None:

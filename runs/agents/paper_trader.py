@@ -194,4 +194,5 @@ def build_agent() -> Agent:
         validate_goal=validate_goal,
         lookups={"place_order": lambda key, arguments: _ledger_record(brokerage, key)},
         lookup_label="the brokerage",
+        done_words={"place_order": "order filled"},
     )
