@@ -79,7 +79,8 @@ def get_approval(
         "needs another person. With `arguments_hash` the approval is bound to what you saw "
         "(409 `approval_stale` otherwise); with `arguments` you edit the call first and the "
         "answer is the edited call's approval. 409 `approval_already_decided` (naming who) if "
-        "it was settled, `approval_duplicate_approver` if you already approved; 403 for a viewer."
+        "it was settled, `approval_duplicate_approver` if you already approved; 403 for a viewer, "
+        "and 403 `approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
 def approve(
@@ -109,7 +110,8 @@ def approve(
     summary="Deny a proposed call",
     description=(
         "Deny with a required `note` (422 `note_required` if it is blank). 409 "
-        "`approval_already_decided` (naming who) if it was settled; 403 for a viewer."
+        "`approval_already_decided` (naming who) if it was settled; 403 for a viewer, and 403 "
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
 def deny(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from tenants.models import ROLE_RANK, Role
+
 
 class ApprovalStatus(models.TextChoices):
     """Where an approval stands."""
@@ -55,6 +57,26 @@ class Approval(models.Model):
     """The tool's plain-words line of what the call will do. Untrusted."""
     high_impact = models.BooleanField(default=False)
     """The policy marked it high impact: approving takes a typed confirmation."""
+    escalates_to = models.CharField(max_length=32, blank=True)
+    """The role the current deadline hands it to; empty when the deadline denies it."""
+    escalated_to = models.CharField(max_length=32, blank=True)
+    """The role its deadline escalated it to: only that role (or above) may decide it now."""
+    warn_at = models.DateTimeField(null=True, blank=True)
+    """When the warning of the current deadline is due (none without ``warn_before``)."""
+    warned_at = models.DateTimeField(null=True, blank=True)
+    """When the current deadline's ``approval.expiring`` warning was given, or None."""
+
+    @property
+    def required_role(self) -> str:
+        """The least role that may decide it: the escalation role once escalated, else approver."""
+        return self.escalated_to or Role.APPROVER
+
+    def decidable_by(self, role: str | None) -> bool:
+        """True if a member with ``role`` may decide it; a role the site does not know, nobody."""
+        needed = self.required_role
+        if role not in Role.values or needed not in Role.values:
+            return False
+        return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
 
     class Meta:
         constraints = [
@@ -63,6 +85,7 @@ class Approval(models.Model):
         indexes = [
             models.Index(fields=["tenant_id", "status", "-requested_at"], name="approval_inbox"),
             models.Index(fields=["status", "expires_at"], name="approval_expiry"),
+            models.Index(fields=["status", "warn_at"], name="approval_warning"),
         ]
 
 

@@ -76,6 +76,10 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
         "high_impact": approval.high_impact,
         "edit_of": approval.edit_of or "",
         "replaced_by": approval.replaced_by or "",
+        "escalates_to": approval.escalates_to or "",
+        "escalated_to": approval.escalated_to or "",
+        "warn_at": approval.warn_at,
+        "warned_at": approval.warned_at if approval.warned_for == approval.expires_at else None,
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.projection import sync_inbox
-from approvals.services import approvals_expire
+from approvals.services import approvals_expire, approvals_warn
 from keelgate.loop import LoopState
 
 
@@ -15,5 +15,6 @@ def on_checkpoint_saved(sender: Any, *, state: LoopState, **_: Any) -> None:
 
 
 def on_worker_idle(sender: Any, **_: Any) -> None:
-    """Deny what expired (fail closed) while a worker has nothing else to do."""
+    """Apply the deadlines that passed (escalate or deny) and warn of near ones, while idle."""
     approvals_expire()
+    approvals_warn()

@@ -127,6 +127,17 @@ class ApprovalOut(BaseModel):
     observations: list[Any] = Field(description="What the agent read this step, as JSON values. Untrusted.")
     edit_of: str | None = Field(description="The action this edited call replaces, if any.")
     replaced_by: str | None = Field(description="The edited call that replaced this one, if any.")
+    required_role: str = Field(
+        description="The least role that may decide it: approver, or the role its deadline escalated it to."
+    )
+    escalates_to: str | None = Field(
+        description="The role `expires_at` hands it to; null when that deadline denies it (fail closed)."
+    )
+    escalated_to: str | None = Field(
+        description="The role its deadline escalated it to, with a new `expires_at`; below it, 403 "
+        "`approval_escalated`."
+    )
+    warned_at: datetime | None = Field(description="When the warning that `expires_at` is near was given.")
 
 
 class ApprovalPageOut(BaseModel):
@@ -200,6 +211,10 @@ def approval_out(row: Approval) -> ApprovalOut:
         ],
         edit_of=row.edit_of or None,
         replaced_by=row.replaced_by or None,
+        required_role=row.required_role,
+        escalates_to=row.escalates_to or None,
+        escalated_to=row.escalated_to or None,
+        warned_at=row.warned_at,
     )
 
 

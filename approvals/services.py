@@ -20,6 +20,7 @@ from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from audit.store import DjangoAuditLog
 from keelgate.errors import (
     AlreadyDecidedError,
+    ApprovalEscalatedError,
     ApprovalExpiredError,
     KeelgateError,
     NoteRequiredError,
@@ -56,8 +57,13 @@ def approval_decide(
     caller's): other arguments are ApprovalStaleError. ``arguments`` edits the call
     before approving it: the answer is then the edited call's approval, a new row.
     ``confirmed`` is the deliberate second step a high-impact call needs.
+
+    An approval its deadline escalated is decided only by someone with at least the
+    escalation role: ApprovalEscalatedError (403 ``approval_escalated``) otherwise, also
+    when the deadline passes with this very request (the escalation is kept).
     """
-    require_role(user, tenant_id, Role.APPROVER)
+    membership = require_role(user, tenant_id, Role.APPROVER)
+    roles = [role.value for role in Role if membership.allows(role)]
     if decision == "deny" and not note.strip():
         raise NoteRequiredError()
     by = user.get_username()
@@ -71,6 +77,7 @@ def approval_decide(
             raise AlreadyDecidedError(approval.decided_by or approval.status)
         loop = build_loop(approval.agent)
         expired = False
+        refused: ApprovalEscalatedError | None = None
         try:
             if decision == "approve":
                 loop.approve(
@@ -82,12 +89,16 @@ def approval_decide(
                     arguments=arguments,
                     seen=seen,
                     confirmed=confirmed,
+                    roles=roles,
                 )
             else:
-                loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note)
+                loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note, roles=roles)
         except ApprovalExpiredError:
             # The engine has just saved the expiry (denied, audited): keep it, then say so.
             expired = True
+        except ApprovalEscalatedError as exc:
+            # Escalated past this person's role, maybe just now (saved, audited): keep it, refuse.
+            refused = exc
         approval.refresh_from_db()
         if approval.status != ApprovalStatus.PENDING:
             run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
@@ -97,6 +108,8 @@ def approval_decide(
             )
     if expired:
         raise ApprovalExpiredError(str(approval_id))
+    if refused is not None:
+        raise refused
     return approval
 
 
@@ -210,19 +223,26 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
 
 
 def approvals_expire() -> int:
-    """Deny every pending approval past its expiry (fail closed); return how many."""
-    expired = 0
+    """Apply every deadline that passed: escalate once if the policy says so, else deny (fail closed).
+
+    Returns how many approvals were escalated or denied. A denied call's run is queued,
+    so the planner reads the denial; an escalated one keeps waiting, for its new role.
+    """
+    applied = 0
     due = Approval.objects.filter(status=ApprovalStatus.PENDING, expires_at__lte=timezone.now())
-    for approval in due.values("tenant_id", "run_id", "action_id", "agent"):
+    for approval in due.values("pk", "tenant_id", "run_id", "action_id", "agent"):
         try:
             with transaction.atomic():
+                if _lock_pending(approval["pk"]) is None:
+                    continue  # decided meanwhile
                 loop = build_loop(approval["agent"])
-                if loop.expire_approval(approval["tenant_id"], approval["run_id"], approval["action_id"]):
+                outcome = loop.expire(approval["tenant_id"], approval["run_id"], approval["action_id"])
+                if outcome == "expired":
                     run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"], by="expiry")
-                    expired += 1
+                applied += outcome is not None
         except KeelgateError:  # e.g. its agent was removed: the others still expire
             continue
-    return expired
+    return applied
 
 
 BULK_MAX = 200
@@ -286,3 +306,33 @@ def approvals_decide_bulk(
         else:
             results.append(BulkResult(row.pk, row.tool, row.run_id, str(decided.status)))
     return results
+
+
+def approvals_warn() -> int:
+    """Give each pending approval whose deadline is near its one ``approval.expiring`` warning.
+
+    The warning is due ``warn_before`` ahead of each deadline (``Approval.warn_at``).
+    The row lock and the engine's record of the warning (in the same transaction as
+    its audit event) make two sweepers, or a sweep after a crash, warn exactly once.
+    Returns how many were warned.
+    """
+    now = timezone.now()
+    warned = 0
+    due = Approval.objects.filter(
+        status=ApprovalStatus.PENDING, warn_at__lte=now, warned_at=None, expires_at__gt=now
+    )
+    for approval in due.values("pk", "tenant_id", "run_id", "action_id", "agent"):
+        try:
+            with transaction.atomic():
+                if _lock_pending(approval["pk"]) is None:
+                    continue
+                loop = build_loop(approval["agent"])
+                warned += loop.warn_expiring(approval["tenant_id"], approval["run_id"], approval["action_id"])
+        except KeelgateError:  # e.g. its agent was removed: the others are still warned
+            continue
+    return warned
+
+
+def _lock_pending(pk: int) -> Approval | None:
+    """The approval, locked until the transaction ends, if it still waits."""
+    return unique_or_none(Approval.objects.select_for_update().filter(pk=pk, status=ApprovalStatus.PENDING))

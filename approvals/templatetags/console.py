@@ -7,6 +7,7 @@ escapes them like any other value.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import template
@@ -91,3 +92,29 @@ def nav_counts(context: template.Context) -> dict[str, int]:
 def query_with(view: Any, **changes: Any) -> str:
     """The view's query string with ``changes`` applied (None removes a key); escaped by the template."""
     return str(view.query(**{k: (str(v) if v is not None else None) for k, v in changes.items()}))
+
+
+@register.filter
+def event_words(event: Any) -> str:
+    """What an approval's deadline did, from its audit event, in words; "" for other kinds."""
+    body = getattr(event, "body", None)
+    if not isinstance(body, dict):
+        return ""
+    kind, tool = getattr(event, "kind", ""), str(body.get("tool", "the call"))
+    when = _utc(body.get("expires_at"))
+    if kind == "approval.expiring":
+        then = f"then to {body['escalates_to']}s" if body.get("escalates_to") else "then denied"
+        return f"Warned: {tool} expires at {when}, {then}."
+    if kind == "approval.escalated":
+        return f"Deadline passed: {tool} escalated to {body.get('escalated_to')}s, who have until {when}."
+    if kind == "approval.expired":
+        return f"Deadline passed: {tool} denied (fail closed)."
+    return ""
+
+
+def _utc(value: Any) -> str:
+    """An ISO timestamp from an audit body as "2026-01-01 09:30 UTC" (as is, if it is not one)."""
+    try:
+        return datetime.fromisoformat(str(value)).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return str(value)

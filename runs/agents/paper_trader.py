@@ -1,7 +1,7 @@
 """The demo agent ``paper-trader``: reads "buy 10 ACME", quotes, then places the order.
 
 Its planner is deterministic, so every run is reproducible; the order is a WRITE that
-needs a person's approval.
+needs a person's approval within 4 hours, then an admin's within one more.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -188,6 +189,13 @@ def build_agent() -> Agent:
             ["place_order"],
             reason="Orders move money: a person must approve.",
             high_impact=high_impact,
+            # An order nobody decides in 4 hours goes to an admin for one more hour, then
+            # is denied; each deadline is announced 30 minutes ahead (approval.expiring).
+            expires_after=timedelta(hours=4),
+            on_expiry="escalate",
+            escalate_to="admin",
+            escalate_after=timedelta(hours=1),
+            warn_before=timedelta(minutes=30),
         ),
         verifier=GroundedAnswerVerifier(write_tools=["place_order"]),
         stop=StopConditions(max_iterations=5),

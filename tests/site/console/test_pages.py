@@ -49,7 +49,7 @@ def test_the_inbox_shows_a_pending_approval_with_everything_a_person_needs(waiti
     assert 'href="/runs/t1/r1/"' in item
     assert "&quot;quantity&quot;: 10" in item and "&quot;symbol&quot;: &quot;ACME&quot;" in item
     assert "Orders move money: a person must approve." in item
-    assert "data-age" in item and "Expires" in item and "never" in item
+    assert "data-age" in item and "Expires" in item and "then to admins" in item
     assert f'action="/approvals/{waiting.pk}/approve/"' in item
     assert f'action="/approvals/{waiting.pk}/deny/"' in item
     assert 'name="csrfmiddlewaretoken"' in item
