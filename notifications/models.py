@@ -28,7 +28,8 @@ class WebhookEndpoint(models.Model):
         ordering = ["tenant_id", "id"]
 
     def __str__(self) -> str:
-        return f"{self.tenant_id}: {self.url}"
+        # Never the query: a receiver's token may be in it, and admin pages print this.
+        return f"{self.tenant_id}: {self.url.partition('?')[0].partition('#')[0]}"
 
 
 class WebhookCursor(models.Model):

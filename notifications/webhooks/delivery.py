@@ -13,6 +13,7 @@ after attempt ``n``; when the schedule runs out it is marked failed and stays vi
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections import defaultdict
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -31,6 +32,8 @@ from notifications.webhooks.signing import signed_headers
 from notifications.webhooks.targets import check_url
 from notifications.webhooks.transport import Response, post
 from sitekit.errors import WebhookUrlRefusedError
+
+log = logging.getLogger("keelgate.webhooks")
 
 DUE_BATCH = 200
 """Deliveries looked at per pass."""
@@ -98,15 +101,19 @@ def _threaded_group(pks: list[int]) -> int:
 def deliver_group(pks: list[int]) -> int:
     """Send one endpoint's due deliveries in order; stop at the first failure (it is down)."""
     delivered = 0
-    for pk in pks:
-        claim = delivery_claim(pk)
-        if claim is None:
-            continue
-        response = delivery_send(claim.delivery)
-        delivery_record(claim, response)
-        if not response.ok:
-            break
-        delivered += 1
+    try:
+        for pk in pks:
+            claim = delivery_claim(pk)
+            if claim is None:
+                continue
+            response = delivery_send(claim.delivery)
+            delivery_record(claim, response)
+            if not response.ok:
+                break
+            delivered += 1
+    except DatabaseError:
+        # A claim that was taken stays claimed; its lease runs out and it is sent again.
+        log.exception("webhook delivery failed on the database; the next pass retries")
     return delivered
 
 
@@ -115,19 +122,21 @@ def delivery_claim(pk: int) -> Claim | None:
     now = timezone.now()
     token = secrets.token_hex(16)
     with transaction.atomic():
-        won = (
-            WebhookDelivery.objects.filter(_due(now), pk=pk)
-            .exclude(endpoint__enabled=False)
-            .update(
-                status=DeliveryStatus.DELIVERING,
-                lease_token=token,
-                lease_until=now + timedelta(seconds=lease_seconds()),
-                attempts=F("attempts") + 1,
-            )
+        # Columns of this row only: a condition through a join becomes ``id IN (SELECT
+        # ..)``, which PostgreSQL does not re-check against the row a concurrent claim
+        # just changed, so both claims would win.
+        won = WebhookDelivery.objects.filter(_due(now), pk=pk).update(
+            status=DeliveryStatus.DELIVERING,
+            lease_token=token,
+            lease_until=now + timedelta(seconds=lease_seconds()),
+            attempts=F("attempts") + 1,
         )
         if won != 1:
             return None
         delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=pk)
+        if not delivery.endpoint.enabled:  # disabled since the pass began: leave it due
+            transaction.set_rollback(True)
+            return None
         WebhookAttempt.objects.create(delivery=delivery, number=delivery.attempts, started_at=now)
     return Claim(delivery, token, delivery.attempts)
 

@@ -15,6 +15,7 @@ receiver that deduplicates on ``webhook-id`` sees each event once.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,8 @@ from audit.selectors import audit_heads
 from notifications.models import WebhookCursor, WebhookDelivery, WebhookEndpoint
 from notifications.webhooks.events import WebhookEvent, webhook_event
 from notifications.webhooks.selectors import action_arguments
+
+log = logging.getLogger("keelgate.webhooks")
 
 SCAN_BATCH = 500
 """Audit events read per endpoint per transaction."""
@@ -67,11 +70,16 @@ def webhook_scan() -> int:
     """Record the deliveries every enabled endpoint is owed; the number recorded."""
     made = 0
     for endpoint_id in WebhookEndpoint.objects.filter(enabled=True).values_list("pk", flat=True):
-        for _ in range(SCAN_BATCHES_PER_PASS):
-            recorded, more = scan_endpoint(endpoint_id)
-            made += recorded
-            if not more:
-                break
+        try:
+            for _ in range(SCAN_BATCHES_PER_PASS):
+                recorded, more = scan_endpoint(endpoint_id)
+                made += recorded
+                if not more:
+                    break
+        except Exception:
+            # Its cursor did not move (the transaction rolled back): the next pass tries
+            # again, and the other endpoints must not wait for this one.
+            log.exception("webhook scan failed endpoint=%s", endpoint_id)
     return made
 
 

@@ -1,7 +1,8 @@
 """``manage.py keelgate_serve``: the whole product in one command (what ``make run`` calls).
 
 Migrates, creates the demo (``keelgate_demo``), then serves the console with Daphne on
-127.0.0.1:8000 and runs a ``keelgate_worker`` beside it, stopping both on Ctrl-C.
+127.0.0.1:8000 and runs a ``keelgate_worker`` and a ``keelgate_notify`` (webhooks, email)
+beside it, stopping all of them on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Command(BaseCommand):
                 env=web_env,
             ),
             subprocess.Popen([python, "manage.py", "keelgate_worker"]),
+            # Webhooks and email about what waits, delivered from the audit chain.
+            subprocess.Popen([python, "manage.py", "keelgate_notify"]),
         ]
         self.stdout.write(f"console: http://127.0.0.1:{options['port']}/  (Ctrl-C stops everything)")
         stopping = False
