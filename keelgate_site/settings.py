@@ -189,6 +189,8 @@ KEELGATE_WEBHOOK_ALLOWED_NETWORKS = [
     n for n in os.environ.get("KEELGATE_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()
 ]
 """Networks (CIDR) allowed although not public, e.g. ``127.0.0.0/8`` for a receiver on this host."""
+KEELGATE_WEBHOOK_WORKERS = int(os.environ.get("KEELGATE_WEBHOOK_WORKERS", "4"))
+"""Endpoints one ``keelgate_notify`` pass serves side by side, so one slow receiver delays no other."""
 
 
 def _signing_key() -> str:
@@ -203,6 +205,24 @@ def _signing_key() -> str:
 
 KEELGATE_AUDIT_SIGNING_KEY = _signing_key()
 """Ed25519 private key (32 raw bytes, base64) that signs exported chain-head digests."""
+
+# -- Email (notifications/emails.py) ----------------------------------------------------
+
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "30"))
+"""Seconds per SMTP operation: a hung server must not hold a pass (and its claim) for ever."""
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "keelgate@localhost")
+KEELGATE_EMAIL_ENABLED = _env_bool("KEELGATE_EMAIL_ENABLED", bool(os.environ.get("EMAIL_HOST")))
+"""Mail what waits for a person. Off unless ``EMAIL_HOST`` is set: setting a mail server is
+asking for mail, while a laptop without one should not knock on localhost:25 every second."""
+KEELGATE_EMAIL_UNRESOLVED_SECONDS = float(os.environ.get("KEELGATE_EMAIL_UNRESOLVED_SECONDS", "600"))
+"""How long an item the chain announced may lack its inbox row before it is not mailed."""
 
 # -- REST API (keelgate_site/api.py) ----------------------------------------------------
 

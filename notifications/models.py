@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from tenants.models import Tenant
@@ -114,3 +115,59 @@ class WebhookAttempt(models.Model):
 
 
 # -- email ------------------------------------------------------------------------------
+
+
+class EmailCursor(models.Model):
+    """How far the email pass has read one tenant's audit chain (the outbox).
+
+    It moves only in the transaction that queues the :class:`EmailBatch` rows for what it
+    passed, so a pass that dies leaves it where it was and nothing is lost.
+    """
+
+    tenant_id = models.CharField(max_length=63, primary_key=True)
+    seq = models.BigIntegerField(default=0)
+    unresolved = models.JSONField(default=list)
+    """Items the chain announced before their inbox row was committed (the projection
+    writes it with the next checkpoint): ``[{"kind", "run_id", "action_id", "since"}]``,
+    looked up again each pass until found or ``KEELGATE_EMAIL_UNRESOLVED_SECONDS`` old."""
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class EmailBatchOutcome(models.TextChoices):
+    """How a batch ended."""
+
+    SENT = "sent", "Sent"
+    NOTHING_LEFT = "nothing_left", "Nothing left"
+    """Every item was decided (or the person lost the role) before it was sent."""
+    GAVE_UP = "gave_up", "Gave up"
+
+
+class EmailBatch(models.Model):
+    """Items one pass found for one person; sent with the person's other due batches as one email.
+
+    ``items`` are inbox rows, ``[{"kind": "approval" | "unknown", "id": pk}]``: what the
+    message says is read when it is sent, so an item decided meanwhile is left out.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    items = models.JSONField()
+    created_at = models.DateTimeField()
+    due_at = models.DateTimeField()
+    """Not sent before this (a retry waits here)."""
+    attempts = models.PositiveIntegerField(default=0)
+    claim_token = models.CharField(max_length=32, blank=True)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    """While a sender holds it; after this, the sender is presumed dead and it is sent again."""
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=EmailBatchOutcome.choices, blank=True)
+    last_error = models.CharField(max_length=200, blank=True)
+    """The SMTP reply code or exception class of the last failure: never an address or secret."""
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["finished_at", "due_at"], name="email_batch_due"),
+            models.Index(fields=["user", "finished_at"], name="email_batch_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"email batch {self.pk} to user {self.user_id} ({self.outcome or 'queued'})"
