@@ -8,6 +8,7 @@ the past (a newer checkpoint, projected like any other), never by sleeping.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -231,3 +232,34 @@ def test_the_audit_page_says_what_the_deadlines_did(waiting, as_user):
     assert "Warned: place_order expires at" in html and "then to admins." in html
     assert "Deadline passed: place_order escalated to admins, who have until" in html
     assert "Deadline passed: place_order denied (fail closed)." in html
+
+
+@pytest.mark.parametrize("sweep", ["warn", "expire"])
+def test_sweepers_at_the_same_instant_act_once(waiting, sweep):
+    """Four workers sweep together: one warning, or one escalation, in the chain; none fails."""
+    from django.db import connection
+
+    approval = warn_window(waiting) if sweep == "warn" else shift(waiting, timedelta(hours=4, minutes=1))
+    swept = approvals_warn if sweep == "warn" else approvals_expire
+    barrier = threading.Barrier(4)
+    counts: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            barrier.wait(timeout=30)
+            counts.append(swept())
+        except BaseException as exc:  # any failure of a sweeper fails the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == [] and sorted(counts) == [0, 0, 0, 1]
+    kind = "approval.expiring" if sweep == "warn" else "approval.escalated"
+    assert len(chain(kind)) == 1
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
