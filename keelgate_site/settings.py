@@ -189,6 +189,8 @@ KEELGATE_WEBHOOK_ALLOWED_NETWORKS = [
     n for n in os.environ.get("KEELGATE_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()
 ]
 """Networks (CIDR) allowed although not public, e.g. ``127.0.0.0/8`` for a receiver on this host."""
+KEELGATE_WEBHOOK_WORKERS = int(os.environ.get("KEELGATE_WEBHOOK_WORKERS", "4"))
+"""Endpoints one ``keelgate_notify`` pass serves side by side, so one slow receiver delays no other."""
 
 
 def _signing_key() -> str:

@@ -72,7 +72,10 @@ def webhook_event(kind: str, actor: str, body: dict[str, Any]) -> WebhookEvent |
     if kind == "approval.requested":
         return WebhookEvent(kind, {**subject, "required_approvals": body.get("required", 1)})
     if kind == "approval.expiring":
-        return WebhookEvent(kind, {**subject, "expires_at": _text(body.get("expires_at"))})
+        data = {**subject, "expires_at": _text(body.get("expires_at"))}
+        if isinstance(body.get("escalates_to"), str):
+            data["escalates_to"] = body["escalates_to"]  # the deadline hands it to this role
+        return WebhookEvent(kind, data)
     if kind == "approval.decided":
         decision = body.get("decision")
         if decision == "deny":

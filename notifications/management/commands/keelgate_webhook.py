@@ -1,4 +1,4 @@
-"""``manage.py keelgate_webhook --tenant T --url URL``: register a receiver; the secret alone on the last line."""
+"""``manage.py keelgate_webhook --tenant T --url URL``: register a receiver; its secret alone, last."""
 
 from __future__ import annotations
 
@@ -49,5 +49,5 @@ class Command(BaseCommand):
         events = ", ".join(endpoint.events) or "all events"
         arguments = "with" if endpoint.include_arguments else "without"
         self.stdout.write(f"Webhook {endpoint.pk} for {tenant.slug}: {events}, {arguments} arguments.")
-        self.stdout.write("Its signing secret is shown once, store it now (verify with any Standard Webhooks library):")
+        self.stdout.write("Its signing secret, shown once (store it; Standard Webhooks libraries verify):")
         self.stdout.write(secret)

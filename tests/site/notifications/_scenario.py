@@ -31,12 +31,13 @@ def waiting(op, run_id: str, goal: str = "buy 10 ACME") -> Approval:
     return Approval.objects.get(tenant_id="t1", run_id=run_id)
 
 
-def every_event(op) -> dict[str, set[str]]:
-    """Make each webhook event happen at least once in t1; the audit kinds seen, by run.
+def every_event(op) -> None:
+    """Make each webhook event happen at least once in t1, through the real services.
 
     r-ok: requested, approved, finished (done). r-deny: requested, denied, finished.
-    r-unk: requested, approved, outcome unknown, settled, finished. r-exp: expiring
-    (the audit kind written by the expiry reminder), then requested... as appended here.
+    r-unk: requested, approved, outcome unknown, settled, finished. r-exp: requested,
+    then an ``approval.expiring`` appended with the body the engine's expiry warning
+    writes (its deadline is hours away, so the sweep would not warn yet).
     """
     approval = waiting(op, "r-ok", "buy 3 ACME")
     approval_decide(tenant_id="t1", approval_id=approval.pk, user=op, decision="approve", note="go")
@@ -66,9 +67,9 @@ def every_event(op) -> dict[str, set[str]]:
             "action_id": approval.action_id,
             "tool": approval.tool,
             "expires_at": expires.isoformat(),
+            "escalates_to": "admin",
         },
     )
-    return {}
 
 
 def deliver_until_settled(timeout: float = 60.0) -> int:

@@ -84,6 +84,7 @@ def test_every_event_reaches_the_receiver_signed_with_its_fields(operator, broke
     assert finished == [("r-deny", "done"), ("r-ok", "done"), ("r-unk", "done")]
     (expiring,) = got["approval.expiring"]
     assert expiring["data"]["run_id"] == "r-exp" and expiring["data"]["expires_at"]
+    assert expiring["data"]["escalates_to"] == "admin"
     assert expiring["data"]["action_id"] == requested["r-exp"]["action_id"]
 
 
@@ -199,17 +200,18 @@ def test_escalations_pass_through_without_arguments():
     """``approval.escalated`` keeps its plain fields but never arguments or an idempotency key."""
     event = webhook_event(
         "approval.escalated",
-        "keelgate:reminders",
+        "expiry",
         {
             "run_id": "r",
             "action_id": "1-2",
             "tool": "t",
-            "to": "admins",
+            "escalated_to": "admin",
+            "expires_at": "2030-01-01T00:00:00+00:00",
+            "previous_expires_at": "2029-12-31T20:00:00+00:00",
             "arguments": {"x": 1},
             "idempotency_key": "k",
         },
     )
     assert event is not None and event.type == "approval.escalated"
-    assert (
-        event.data["to"] == "admins" and "arguments" not in event.data and "idempotency_key" not in event.data
-    )
+    assert event.data["escalated_to"] == "admin" and event.data["expires_at"].startswith("2030")
+    assert "arguments" not in event.data and "idempotency_key" not in event.data
