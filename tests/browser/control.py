@@ -21,7 +21,7 @@ def main() -> None:
     import django
 
     django.setup()
-    handlers = _handlers()
+    handlers = {**_handlers(), **_inbox_handlers()}
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -250,6 +250,34 @@ def _handlers() -> dict[str, Any]:
         "hostile_run": hostile_run,
         "close": close,
     }
+
+
+def _inbox_handlers() -> dict[str, Any]:
+    """Rows for the inbox's paging and filter tests (rows only: nobody decides them)."""
+    from datetime import timedelta
+
+    from approvals.models import Approval
+
+    def many_approvals(n: int, tool: str) -> list[int]:
+        now = datetime.now(UTC)
+        rows = [
+            Approval(
+                tenant_id="acme",
+                run_id=f"{tool}-{i:03d}",
+                action_id="a1",
+                agent="paper-trader",
+                tool=tool,
+                arguments="{}",
+                requested_at=now - timedelta(days=30) + timedelta(minutes=i),
+            )
+            for i in range(n)
+        ]
+        return [row.pk for row in Approval.objects.bulk_create(rows)]
+
+    def drop_approvals(tool: str) -> int:
+        return Approval.objects.filter(tenant_id="acme", tool=tool).delete()[0]
+
+    return {"many_approvals": many_approvals, "drop_approvals": drop_approvals}
 
 
 if __name__ == "__main__":
