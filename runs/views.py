@@ -7,6 +7,7 @@ reasons) is untrusted text: templates print it escaped and never mark it safe.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -19,6 +20,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from audit.selectors import audit_heads
 from keelgate.errors import RunExistsError
 from keelgate.loop import ActionStatus, LoopState, NotReplayableError, Recording, StopReason, replay
 from runs.agents import agent_names
@@ -32,6 +34,7 @@ from runs.selectors import (
     run_state,
     run_summaries,
     run_timeline,
+    run_words,
     runs_for,
 )
 from runs.services import run_resume, run_start
@@ -83,9 +86,19 @@ def _choice(value: str | None, allowed: list[str]) -> str:
     return value if value in allowed else ""
 
 
+def _since_json(ids: list[str]) -> str:
+    """The chain heads before the page reads anything: the socket catches up from there.
+
+    Events committed between this render and the socket's connection would otherwise
+    never refresh the page's live parts (the socket starts at the heads it sees).
+    """
+    return json.dumps(audit_heads(ids), sort_keys=True)
+
+
 def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[str, Any]:
     filters = ListFilters.read(request.GET)
     ids = tenant_ids(request)
+    since_json = _since_json(ids)
     runs = runs_for(
         tenant_ids=ids,
         status=filters.status or None,
@@ -104,6 +117,7 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
     starters = [t for t in ids if allows(request, t, Role.APPROVER)]
     start = start or (StartForm.blank(agents=agents) if starters else None)
     return {
+        "since_json": since_json,
         "summaries": run_summaries(page),
         "filters": filters,
         "query": filters.query(),
@@ -272,6 +286,7 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         and allows(request, run.tenant_id, Role.APPROVER),
         "budget_stop": bool(run.stop_reason) and run.stop_reason in {r.value for r in _HIT_BY},
         "waiting": waiting,
+        "words": run_words(run, state),
     }
 
 
@@ -293,9 +308,10 @@ def _timeline_context(run: Run) -> dict[str, Any]:
 @console_page
 def run_detail(request: HttpRequest, tenant_id: str, run_id: str) -> HttpResponse:
     """One run: status, budgets, cancel and resume, and its timeline (live)."""
+    since_json = _since_json([tenant_id] if tenant_id in tenant_ids(request) else [])
     run = run_get(tenant_ids=tenant_ids(request), run_id=run_id, tenant_id=tenant_id)
     context = _timeline_context(run)
-    context.update(_status_context(request, run, context["state"]))
+    context.update(_status_context(request, run, context["state"]), since_json=since_json)
     return render(request, "runs/detail.html", context)
 
 

@@ -9,74 +9,23 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
-from .conftest import PASSWORD, Server
+from . import pages
+from .conftest import Server
+from .pages import CONTRAST, PHONE, item, log_in
 
-LAPTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
+contexts = pages.contexts
+"""The fixture that opens browser contexts (shared by the browser test files)."""
+
 PAYLOADS = {
     "script": "<script>window.__xss=1;alert('xss-script')</script>",
     "img": "<img src=x onerror=\"window.__xss=2;alert('xss-img')\">",
     "url": "javascript:window.__xss=3;alert('xss-url')",
 }
-
-
-class Watched:
-    """A page plus everything suspicious it did."""
-
-    def __init__(self, page: Page) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
-        page.on("dialog", self._dialog)
-
-    def _dialog(self, dialog: Any) -> None:
-        self.dialogs.append(dialog.message)
-        dialog.dismiss()
-
-    def assert_clean(self) -> None:
-        assert self.dialogs == [], self.dialogs
-        assert self.errors == [], self.errors
-
-
-@pytest.fixture
-def contexts(browser: Browser) -> Iterator[Any]:
-    """``contexts(**options)`` opens a browser context; all are closed after the test."""
-    opened: list[BrowserContext] = []
-
-    def open_context(**options: Any) -> BrowserContext:
-        context = browser.new_context(viewport=options.pop("viewport", LAPTOP), **options)
-        opened.append(context)
-        return context
-
-    yield open_context
-    for context in opened:
-        context.close()
-
-
-def log_in(context: BrowserContext, server: Server, username: str, *, live: bool = True) -> Watched:
-    """Log in through the form; with ``live``, wait until the websocket is connected."""
-    watched = Watched(context.new_page())
-    page = watched.page
-    page.goto(f"{server.url}/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{server.url}/")
-    if live:
-        expect(page.locator("#live")).to_have_attribute("data-state", "live")
-    return watched
-
-
-def item(page: Page, pk: int, kind: str = "a") -> Any:
-    return page.locator(f"#item-{kind}-{pk}")
 
 
 def test_log_in_and_see_the_inbox_at_laptop_and_phone_widths(
@@ -127,7 +76,7 @@ def test_an_approval_disappears_live_from_another_browser_and_the_run_finishes(
     alice.page.goto(f"{server.url}/runs/acme/r-live/")
     expect(alice.page.locator("#run-status-value")).to_have_text("done", timeout=30000)
     alice.page.reload()
-    expect(alice.page.locator(".checkpoint").first).to_be_visible()
+    expect(alice.page.locator("#run-timeline .entry").first).to_be_visible()
     expect(alice.page.locator("#run-status")).to_contain_text("goal_reached")
     alice.page.evaluate("window.scrollTo(0, 0)")
     alice.page.screenshot(path=str(artifacts / "run-page.png"), full_page=True)
@@ -256,21 +205,6 @@ def test_a_high_impact_card_is_marked_and_the_shortcut_alone_never_approves(
     expect(page.locator("#flash")).to_contain_text("Approved place_order in run r-big")
     assert server.control("wait_run", run_id="r-big", status="done")["status"] == "done"
     alice.assert_clean()
-
-
-CONTRAST = """
-(selector) => {
-  const rgb = (text) => text.match(/[0-9.]+/g).slice(0, 3).map(Number);
-  const lum = ([r, g, b]) => {
-    const f = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
-  const el = document.querySelector(selector);
-  const style = getComputedStyle(el);
-  const [a, b] = [lum(rgb(style.color)), lum(rgb(style.backgroundColor))];
-  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-}
-"""
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -440,7 +374,7 @@ def test_hostile_tool_output_and_arguments_never_execute(
     page.goto(f"{server.url}/runs/acme/x-evil/")
     for summary in page.locator("details > summary").all():
         summary.click()
-    expect(page.locator(".checkpoint")).to_contain_text(PAYLOADS["img"])
+    expect(page.locator("#run-timeline")).to_contain_text(PAYLOADS["img"])
     for link in page.locator("main a").all():
         assert not (link.get_attribute("href") or "").lower().startswith("javascript:")
     _assert_nothing_ran(page)

@@ -184,8 +184,9 @@ def test_the_list_pages_by_keyset_and_a_new_run_does_not_shift_older_pages(peopl
     assert "← Newest" in second
 
 
-LIST_QUERIES = 7
-"""Session, user, memberships, the page of runs, their latest checkpoints, the two nav counts."""
+LIST_QUERIES = 8
+"""Session, user, memberships, the chain heads (for the socket's catch-up), the page of runs,
+their latest checkpoints, the two navigation counts."""
 
 
 def test_the_list_reads_a_fixed_number_of_queries_for_a_page_of_runs(
@@ -360,7 +361,10 @@ def test_the_timeline_tells_denied_unknown_then_settled_and_cancelled(people, br
     start_waiting(people["op"], "stop")
     run_cancel(tenant_id="t1", run_id="stop", user=people["bob"])
     client = as_user("op")
-    _, denied = _entries(client.get("/runs/t1/no/").content.decode())
+    page = client.get("/runs/t1/no/").content.decode()
+    assert '<p class="words tone-bad" id="run-words">denied by bob</p>' in page  # not a green "done"
+    assert 'class="status status-done tone-bad" id="run-status-value">done<' in page
+    _, denied = _entries(page)
     assert _lifecycle(denied) == ["proposed", "approval asked", "denied by bob"]
     _, maybe = _entries(client.get("/runs/t1/maybe/").content.decode())
     assert _lifecycle(maybe) == [
@@ -386,5 +390,8 @@ def test_the_timeline_fragment_is_the_live_part_of_the_run_page(people, brokerag
         in fragment
     )
     assert fragment.strip() in page
+    # The socket catches up from the heads read before the page: nothing between is missed.
+    head = AuditEvent.objects.filter(tenant_id="t1").order_by("-seq").values_list("seq", flat=True)[0]
+    assert f'<div id="kg-since" hidden data-since="{{&quot;t1&quot;: {head}}}"></div>' in page
     assert as_user("eve").get("/runs/t1/frag/timeline/").status_code == 404
     assert Client().get("/runs/t1/frag/timeline/").status_code == 302
