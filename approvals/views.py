@@ -60,6 +60,7 @@ from audit.selectors import audit_heads
 from keelgate.errors import (
     AlreadyDecidedError,
     ApprovalError,
+    ApprovalEscalatedError,
     ApprovalExpiredError,
     ApprovalStaleError,
     CallMayBeRunningError,
@@ -124,7 +125,7 @@ class InboxEntry:
 def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEntry:
     """An approval as ``username`` (with ``role`` in its tenant) sees it."""
     voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
-    can_act = role_allows(role, Role.APPROVER)
+    can_act = row.decidable_by(role)  # approver, or the role an expiry escalated it to
     fields = tuple(_edit_fields(row)) if can_act and not voted else ()
     return InboxEntry("approval", row, can_act=can_act, voted=voted, fields=fields)
 
@@ -336,6 +337,7 @@ BULK_REFUSALS = {
     ApprovalStaleError.code: "not decided: the call changed since the page was loaded",
     ApprovalExpiredError.code: "not decided: it expired (denied, fail closed)",
     DuplicateApproverError.code: "not decided: you already approved it",
+    ApprovalEscalatedError.code: "not decided: it was escalated to a role you do not hold",
 }
 
 
@@ -449,6 +451,10 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
         )
     except ApprovalExpiredError:
         return _reply(request, entry, 409, "warning", "This approval expired: it is denied (fail closed).")
+    except ApprovalEscalatedError as exc:
+        role = exc.detail or "admin"
+        text = f"This approval was escalated at its deadline: deciding it now takes the {role} role."
+        return _reply(request, entry, 403, "warning", text)
     except ApprovalError as exc:
         return _reply(request, entry, 409, "error", exc.message)
     edited = decided.pk != row.pk  # this request's edit replaced the call with a new one

@@ -31,6 +31,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "5": ("bench.live", "live inbox latency"),
     "6": ("bench.live", "API throughput"),
     "7": ("bench.sigkill", "duplicates under SIGKILL"),
+    "8": ("bench.inbox_page", "inbox page at 10,000 pending approvals, PostgreSQL"),
 }
 
 

@@ -290,12 +290,13 @@ def test_keyboard_j_k_select_and_d_denies_with_a_reason(server: Server, contexts
     newest = server.control("approval", run_id="r-keys-2")["pk"]
     alice = log_in(contexts(), server, "alice")
     page = alice.page
-    page.locator("h1").click()
+    # Queue order: the soonest deadline first, so r-keys-1 comes right before r-keys-2.
+    item(page, first).focus()
     page.keyboard.press("j")
     expect(item(page, newest)).to_have_class("item approval selected")
-    page.keyboard.press("j")
-    expect(item(page, first)).to_have_class("item approval selected")
     page.keyboard.press("k")
+    expect(item(page, first)).to_have_class("item approval selected")
+    page.keyboard.press("j")
     expect(item(page, newest)).to_have_class("item approval selected")
     page.keyboard.press("a")
     expect(item(page, newest).locator("[data-approve-note]")).to_be_focused()
@@ -310,7 +311,7 @@ def test_keyboard_j_k_select_and_d_denies_with_a_reason(server: Server, contexts
     denied = server.control("approval", run_id="r-keys-2")
     assert denied["status"] == "denied" and denied["decided_by"] == "alice"
     # Tidy up: the other one is approved with the keyboard too (a, Enter).
-    page.keyboard.press("j")
+    item(page, first).focus()
     page.keyboard.press("a")
     page.keyboard.press("Enter")
     expect(item(page, first)).to_have_count(0)

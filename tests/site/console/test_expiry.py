@@ -208,10 +208,6 @@ def test_the_api_and_the_card_say_it_was_escalated(waiting, people, as_user):
     assert f'action="/approvals/{approval.pk}/approve/"' in card  # an admin may decide
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="approvals.views.approval_entry must use Approval.decidable_by(role) (the lead's file)",
-)
 def test_after_escalation_the_card_hides_the_buttons_below_the_role(waiting, as_user):
     """bob sees the card without decision forms, told it needs the admin role now."""
     approval = escalated(waiting)
