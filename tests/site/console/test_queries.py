@@ -60,3 +60,32 @@ def test_the_run_page_query_count_does_not_grow_with_checkpoints(
         client.get("/runs/t1/long/status/?seq=1")
     with django_assert_max_num_queries(RUN_QUERIES):
         client.get("/runs/")
+
+
+def test_the_inbox_at_ten_thousand_pending_runs_the_same_queries(people, as_user, django_assert_num_queries):
+    """10,000 approvals waiting in one tenant: the page still reads the database INBOX_QUERIES times."""
+    from datetime import UTC, datetime, timedelta
+
+    from approvals.models import Approval
+
+    now = datetime.now(UTC)
+    Approval.objects.bulk_create(
+        [
+            Approval(
+                tenant_id="t1",
+                run_id=f"bulk-{i}",
+                action_id="a1",
+                agent="paper-trader",
+                tool="place_order",
+                arguments='{"symbol": "ACME"}',
+                requested_at=now - timedelta(seconds=i),
+                expires_at=now + timedelta(hours=1) if i % 3 == 0 else None,
+            )
+            for i in range(10_000)
+        ],
+        batch_size=2_000,
+    )
+    client = as_user("op")
+    with django_assert_num_queries(INBOX_QUERIES):
+        body = client.get("/").content.decode()
+    assert body.count('class="item approval') == 50 and "<strong>10000</strong> approvals waiting" in body
