@@ -88,7 +88,9 @@ def post(
         error = ""
     except (OSError, http.client.HTTPException, ValueError) as exc:
         status = None
-        error = f"timed out after {timeout:g}s" if timed_out.is_set() else _describe(exc)
+        # The deadline timer and the socket's own timeout (the same length) race: either is the deadline.
+        deadline = timed_out.is_set() or isinstance(exc, socket.timeout | TimeoutError)
+        error = f"timed out after {timeout:g}s" if deadline else _describe(exc)
     finally:
         timer.cancel()
         conn.close()
