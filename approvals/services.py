@@ -199,6 +199,7 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
                 )
             run.refresh_from_db()
             return run
+        Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)  # who, for the runs list
         loop = build_loop(run.agent)
         if loop.checkpoints.load(tenant_id, run_id) is not None:
             loop.cancel(tenant_id, run_id, by=by, note=note)

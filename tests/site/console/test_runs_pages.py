@@ -83,8 +83,11 @@ def test_the_list_says_what_happened_to_each_run(people, brokerage_path, as_user
     start_waiting(people["op"], "waiting")
     _unknown(people, "unknown")
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=people["op"], run_id="queued")
+    run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=people["op"], run_id="never")
+    run_cancel(tenant_id="t1", run_id="never", user=people["bob"])  # before any worker saw it
 
     html = as_user("viewer").get("/runs/").content.decode()
+    assert _words(html, "never") == "bad: cancelled by bob"
     assert _words(html, "filled") == "ok: order filled"
     assert _words(html, "denied") == "bad: denied by bob"
     assert _words(html, "settled") == "ok: settled as executed by rita"
