@@ -35,6 +35,8 @@ demo: $(VENV)/.installed-run
 test: $(VENV)/.installed-dev
 	@echo "== the engine and the site on SQLite =="
 	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
+	@echo "== LangGraph's checkpointer conformance suite on KeelgateSaver (pass counts) =="
+	$(BIN)/python -m tests.contrib.langgraph.conformance
 	@echo "== the console in a real browser (Chromium, Daphne and a worker as subprocesses) =="
 	$(BIN)/python -m pytest tests/browser --durations=25 $(PYTEST_ARGS)
 	@if $(BIN)/python -c "import psycopg; psycopg.connect('$(PG_URL)', connect_timeout=3).close()" 2>/dev/null; then \

@@ -22,6 +22,8 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   ├── StaleCheckpointError       stale_checkpoint [409]
             │   ├── KeyNotOwnedError           key_not_owned
             │   ├── LeaseLostError             lease_lost [409]
+            │   │   └── StaleOwnerError        stale_owner
+            │   ├── CheckpointUnreadableError  checkpoint_unreadable
             │   └── ChainBrokenError           audit_chain_broken [409]
             ├── RunError                       run_error [409]
             │   ├── RunExistsError             run_exists
@@ -73,6 +75,7 @@ __all__ = [
     "ApprovalStaleError",
     "CallMayBeRunningError",
     "ChainBrokenError",
+    "CheckpointUnreadableError",
     "ConfigurationError",
     "ConfirmationRequiredError",
     "ControlSignal",
@@ -99,6 +102,7 @@ __all__ = [
     "RunNotFoundError",
     "SideEffectNotPermittedError",
     "StaleCheckpointError",
+    "StaleOwnerError",
     "StoreError",
     "ToolFailedError",
     "ToolNotGrantedError",
@@ -177,6 +181,20 @@ class LeaseLostError(StoreError):
     code = "lease_lost"
     message = "The run's lease was taken over by another worker; this write was refused."
     http_status = 409
+
+
+class StaleOwnerError(LeaseLostError):
+    """A superseded owner wrote a graph thread's checkpoint or writes (langgraph#8796)."""
+
+    code = "stale_owner"
+    message = "This writer no longer owns the thread; its checkpoint write was refused."
+
+
+class CheckpointUnreadableError(StoreError):
+    """A stored checkpoint (or pending write) cannot be deserialised."""
+
+    code = "checkpoint_unreadable"
+    message = "A stored checkpoint cannot be read; nothing was run from it."
 
 
 class ChainBrokenError(StoreError):

@@ -204,7 +204,12 @@ PUBLIC_ALL: dict[str, list[str]] = {
     ],
     "keelgate.contrib": [],
     "keelgate.contrib.langgraph": [
+        "AsyncKeelgateSaver",
+        "KeelgateSaver",
         "LangGraphCheckpointStore",
+        "SaverDatabase",
+        "Sql",
+        "ThreadLease",
     ],
     "keelgate.contrib.openai": [
         "DEFAULT_PLANNER_PROMPT",
@@ -231,6 +236,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ApprovalStaleError",
         "CallMayBeRunningError",
         "ChainBrokenError",
+        "CheckpointUnreadableError",
         "ConfigurationError",
         "ConfirmationRequiredError",
         "ControlSignal",
@@ -257,6 +263,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "RunNotFoundError",
         "SideEffectNotPermittedError",
         "StaleCheckpointError",
+        "StaleOwnerError",
         "StoreError",
         "ToolFailedError",
         "ToolNotGrantedError",

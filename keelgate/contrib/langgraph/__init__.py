@@ -1,5 +1,25 @@
-"""Keelgate checkpoints in LangGraph's checkpoint savers (``pip install keelgate[langgraph]``)."""
+"""LangGraph and Keelgate (``pip install keelgate[langgraph]``).
 
+- :class:`KeelgateSaver`, :class:`AsyncKeelgateSaver`: a LangGraph checkpointer on
+  Keelgate's databases, per tenant, with write ownership.
+- :class:`LangGraphCheckpointStore`: the other way round, Keelgate's checkpoints kept in
+  a LangGraph saver.
+"""
+
+from keelgate.contrib.langgraph._saver import (
+    AsyncKeelgateSaver,
+    KeelgateSaver,
+    SaverDatabase,
+    Sql,
+    ThreadLease,
+)
 from keelgate.contrib.langgraph._store import LangGraphCheckpointStore
 
-__all__ = ["LangGraphCheckpointStore"]
+__all__ = [
+    "AsyncKeelgateSaver",
+    "KeelgateSaver",
+    "LangGraphCheckpointStore",
+    "SaverDatabase",
+    "Sql",
+    "ThreadLease",
+]
