@@ -23,8 +23,9 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@ $(VENV)/.installed-run
 
+# Development mode, asked for explicitly: DEBUG on, loopback only (a default start has DEBUG off).
 run: $(VENV)/.installed-run
-	$(BIN)/python manage.py keelgate_serve
+	KEELGATE_DEBUG=1 $(BIN)/python manage.py keelgate_serve
 
 demo: $(VENV)/.installed-run
 	$(BIN)/python demo/crash_and_reconcile.py

@@ -5,8 +5,11 @@ served by Django itself: the product runs as one Daphne process with no CDN and 
 front web server in the embedded setup.
 """
 
+import ipaddress
 import os
+from typing import Any
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "keelgate_site.settings")
@@ -25,6 +28,40 @@ websocket_urlpatterns = [
     path("ws/inbox/", InboxConsumer.as_asgi()),
 ]
 
+
+def _to_loopback(scope: dict[str, Any]) -> bool:
+    server = scope.get("server")
+    if not server:
+        return True
+    try:
+        return ipaddress.ip_address(str(server[0]).strip("[]")).is_loopback
+    except ValueError:  # a Unix socket: only this machine can open it
+        return True
+
+
+def loopback_only(app: Any) -> Any:
+    """With DEBUG on, answer only connections made to a loopback address of this machine.
+
+    DEBUG pages show settings and URL patterns; a development server bound to 0.0.0.0
+    by mistake still shows them to no one else (HTTP 403, websockets closed).
+    """
+    if not settings.DEBUG:
+        return app
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket") and not _to_loopback(scope):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            headers = [(b"content-type", b"text/plain")]
+            await send({"type": "http.response.start", "status": 403, "headers": headers})
+            await send({"type": "http.response.body", "body": b"DEBUG is on: loopback only.\n"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 application = ProtocolTypeRouter(
     {
         "http": ASGIStaticFilesHandler(django_asgi_app),
@@ -33,3 +70,4 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+application = loopback_only(application)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -25,13 +26,40 @@ def _env_bool(name: str, default: bool) -> bool:
     return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = _env_bool("KEELGATE_DEBUG", True)
-SECRET_KEY = os.environ.get("KEELGATE_SECRET_KEY") or (
-    "dev-only-insecure-key-keelgate-console-0123456789abcdef" if DEBUG else ""
-)
+# Three modes, by KEELGATE_DEBUG: "1" development (what `make run` asks for: DEBUG on,
+# loopback only), "0" production (keys required, HTTPS hardening), unset the local
+# default (DEBUG off, keys generated under var/, plain HTTP on loopback).
+PRODUCTION = os.environ.get("KEELGATE_DEBUG", "").strip() != "" and not _env_bool("KEELGATE_DEBUG", False)
+DEBUG = _env_bool("KEELGATE_DEBUG", False)
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def _local_secret_key() -> str:
+    """A random key made once per var/ folder (mode 0600), so sessions survive restarts."""
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        scratch = path.with_name(f".secret_key.{os.getpid()}")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(base64.b64encode(os.urandom(48)).decode())
+        try:
+            os.link(scratch, path)  # the first process to link wins; others read its key
+        except FileExistsError:
+            pass
+        finally:
+            scratch.unlink()
+    return path.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("KEELGATE_SECRET_KEY", "")
 if not SECRET_KEY:
-    raise RuntimeError("KEELGATE_SECRET_KEY must be set when KEELGATE_DEBUG=0")
+    if PRODUCTION:
+        raise RuntimeError("KEELGATE_SECRET_KEY must be set when KEELGATE_DEBUG=0")
+    SECRET_KEY = "dev-only-insecure-key-keelgate-console-0123456789abcdef" if DEBUG else _local_secret_key()
 ALLOWED_HOSTS = [h for h in os.environ.get("KEELGATE_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+if DEBUG and set(ALLOWED_HOSTS) - LOOPBACK_HOSTS:
+    # DEBUG pages show settings and URL patterns: never to anyone but this machine.
+    raise RuntimeError("KEELGATE_DEBUG=1 serves loopback only: KEELGATE_ALLOWED_HOSTS must be loopback names")
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("KEELGATE_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
@@ -43,6 +71,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # Swagger UI's files served from here (the API docs need no CDN)
+    "axes",  # login throttling and lock-out (tenants/lockout.py)
     # The site's layers, lowest first: each app imports only those above it here.
     "tenants",
     "audit",
@@ -60,6 +90,11 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
+]
+AUTHENTICATION_BACKENDS = [
+    "tenants.lockout.LoginThrottleBackend",  # first: a locked-out pair never reaches the password check
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "keelgate_site.urls"
@@ -131,7 +166,7 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-if not DEBUG:
+if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = _env_bool("KEELGATE_SSL_REDIRECT", True)
@@ -139,12 +174,25 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
 
+KEELGATE_LOG_FORMAT = os.environ.get("KEELGATE_LOG_FORMAT") or (
+    "json" if not _env_bool("KEELGATE_DEBUG", True) else "text"
+)
+"""``json`` (one object per line, the production default) or ``text`` (readable; sitekit/logs.py)."""
+_LOG_LEVEL = os.environ.get("KEELGATE_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
-    "loggers": {"keelgate": {"handlers": ["console"], "level": os.environ.get("KEELGATE_LOG_LEVEL", "INFO")}},
+    "formatters": {
+        "json": {"()": "sitekit.logs.JsonFormatter"},
+        "text": {"()": "sitekit.logs.TextFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": KEELGATE_LOG_FORMAT}},
+    "loggers": {
+        "keelgate": {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False},
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # SQL with its parameters (session keys, password hashes) never reaches a log line.
+        "django.db.backends": {"level": "INFO"},
+    },
 }
 
 # -- Keelgate ---------------------------------------------------------------------------
@@ -197,9 +245,9 @@ def _signing_key() -> str:
     key = os.environ.get("KEELGATE_AUDIT_SIGNING_KEY", "")
     if key:
         return key
-    if not DEBUG:
+    if PRODUCTION:
         raise RuntimeError("KEELGATE_AUDIT_SIGNING_KEY must be set when KEELGATE_DEBUG=0")
-    # Development only: a key derived from the dev secret, so digests verify across restarts.
+    # Development and the local default: a key derived from the secret, stable across restarts.
     return base64.b64encode(hashlib.sha256(SECRET_KEY.encode()).digest()).decode()
 
 
@@ -230,6 +278,8 @@ KEELGATE_API_RATE_LIMIT = int(os.environ.get("KEELGATE_API_RATE_LIMIT", "600"))
 """Requests per API key per window (0 turns the limit off); over it, 429 with Retry-After."""
 KEELGATE_API_RATE_WINDOW = int(os.environ.get("KEELGATE_API_RATE_WINDOW", "60"))
 """The rate limit's window, in seconds."""
+KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))
+"""Failed API authentications per client address per window; past it, 429 ``auth_rate_limited``."""
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 """Larger request bodies are refused (413 from the API) before they are parsed."""
 CACHES = {
@@ -241,3 +291,33 @@ CACHES = {
     )
 }
 # -- end REST API -----------------------------------------------------------------------
+
+# -- Login throttling (django-axes; tenants/lockout.py) ---------------------------------
+
+KEELGATE_LOGIN_FAILURE_LIMIT = int(os.environ.get("KEELGATE_LOGIN_FAILURE_LIMIT", "5"))
+"""Wrong passwords for one username from one address before that pair is locked out."""
+KEELGATE_LOGIN_COOLOFF_MINUTES = int(os.environ.get("KEELGATE_LOGIN_COOLOFF_MINUTES", "15"))
+"""How long a lock-out lasts; an admin lifts one sooner with ``manage.py axes_reset_username``."""
+AXES_FAILURE_LIMIT = KEELGATE_LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=KEELGATE_LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # a stranger cannot lock an operator out
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "tenants.ratelimit.client_address"  # REMOTE_ADDR, never X-Forwarded-For
+AXES_LOCKOUT_CALLABLE = "tenants.lockout.locked_out"
+AXES_USERNAME_FORM_FIELD = "username"
+
+# -- Metrics and traces (sitekit/metrics.py, keelgate_site/observability.py) -------------
+
+KEELGATE_METRICS_TOKEN = os.environ.get("KEELGATE_METRICS_TOKEN", "")
+"""Bearer token that ``/metrics`` requires; unset, ``/metrics`` is 404 (never public by default)."""
+KEELGATE_METRICS_ALLOWED_NETWORKS = [
+    n.strip() for n in os.environ.get("KEELGATE_METRICS_ALLOWED_NETWORKS", "").split(",") if n.strip()
+]
+"""If set, CIDR networks the scraper's address (REMOTE_ADDR) must be in, besides the token."""
+KEELGATE_METRICS_DIR = os.environ.get("KEELGATE_METRICS_DIR") or str(VAR_DIR / "metrics")
+"""Where every process on this host writes its counters (prometheus-client multiprocess mode);
+empty it when all the site's processes are stopped, never while one runs."""
+Path(KEELGATE_METRICS_DIR).mkdir(parents=True, exist_ok=True)
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", KEELGATE_METRICS_DIR)
+KEELGATE_METRICS_MAX_TENANTS = int(os.environ.get("KEELGATE_METRICS_MAX_TENANTS", "100"))
+"""Per-tenant gauges for at most this many tenants (most waiting first); the rest add up as ``_other``."""

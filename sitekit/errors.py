@@ -11,6 +11,7 @@ API's one exception handler reads the status off the error and needs no table.
     ├── ForbiddenError                 forbidden [403]
     ├── CsrfFailedError                csrf_failed [403]
     ├── RateLimitedError               rate_limited [429]
+    │   └── AuthRateLimitedError       auth_rate_limited  failed API logins per address
     ├── TenantRequiredError            tenant_required [422]
     ├── InvalidCursorError             invalid_cursor [422]
     ├── NotAMemberError                not_a_member [422]
@@ -34,6 +35,7 @@ from __future__ import annotations
 from keelgate.errors import ConfigurationError, KeelgateError, RunError
 
 __all__ = [
+    "AuthRateLimitedError",
     "BulkNotAllowedError",
     "CsrfFailedError",
     "DigestError",
@@ -89,6 +91,13 @@ class RateLimitedError(KeelgateError):
     def __init__(self, retry_after: int) -> None:
         self.retry_after = retry_after
         super().__init__(f"retry after {retry_after} s")
+
+
+class AuthRateLimitedError(RateLimitedError):
+    """This client address failed API authentication too often; refused until the window ends."""
+
+    code = "auth_rate_limited"
+    message = "Too many failed authentications from this address."
 
 
 class TenantRequiredError(KeelgateError):

@@ -23,13 +23,14 @@ from sitekit.errors import CsrfFailedError, NotFoundError, TenantRequiredError
 from tenants.access import require_role, tenant_ids_for
 from tenants.api_keys import VerifiedKey, api_key_verify
 from tenants.models import Role
-from tenants.ratelimit import ratelimit_hit
+from tenants.ratelimit import auth_failure_check, auth_failure_hit, client_address, ratelimit_hit
 
 __all__ = ["API_AUTH", "ApiKeyBearer", "Caller", "SessionCsrfAuth", "TenantQuery", "caller_of"]
 
 
 class ApiKeyBearer(HttpBearer):
-    """``Authorization: Bearer kg_<prefix>_<secret>``; also counts the key's rate limit.
+    """``Authorization: Bearer kg_<prefix>_<secret>``; also counts the key's rate limit,
+    and a wrong key against its client address (``KEELGATE_API_AUTH_FAILURE_LIMIT``).
 
     The header is parsed here rather than by ninja's ``HttpBearer``, which logs a header
     of another scheme whole ("Unexpected auth - 'Token kg_...'"): a secret in a log.
@@ -42,9 +43,15 @@ class ApiKeyBearer(HttpBearer):
         return self.authenticate(request, token.strip())
 
     def authenticate(self, request: HttpRequest, token: str) -> VerifiedKey | None:
+        # An address past its failures is refused before the key is looked at, so a
+        # guesser cannot tell a right guess from a wrong one (429 either way).
+        address = client_address(request)
+        auth_failure_check(address=address)
         verified = api_key_verify(token=token)
-        if verified is not None:
-            ratelimit_hit(key_id=verified.key.pk)
+        if verified is None:
+            auth_failure_hit(address=address)
+            return None
+        ratelimit_hit(key_id=verified.key.pk)
         return verified
 
 

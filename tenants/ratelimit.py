@@ -1,12 +1,15 @@
-"""A rate limit per API key: a fixed window counted in the Django cache.
+"""Rate limits in the Django cache: per API key, and failed authentications per address.
 
 Each key may make ``KEELGATE_API_RATE_LIMIT`` requests per ``KEELGATE_API_RATE_WINDOW``
-seconds. A fixed window, not a token bucket, because ``cache.add`` plus ``cache.incr``
-is atomic in every Django cache backend (LocMem, Redis, Memcached), so concurrent
-requests in any number of processes sharing the cache can never both take the last
-slot; a token bucket would need a read-modify-write under a lock. The price is that a
-client can spend up to twice the limit across a window boundary, which is acceptable
-for a fairness limit (it is not a security boundary).
+seconds; each client address may fail API authentication
+``KEELGATE_API_AUTH_FAILURE_LIMIT`` times per window, after which every request from
+it is refused until the window ends, even one with a valid key (a guesser must not
+learn which guess was right). A fixed window, not a token bucket, because
+``cache.add`` plus ``cache.incr`` is atomic in every Django cache backend (LocMem,
+Redis, Memcached), so concurrent requests in any number of processes sharing the cache
+can never both take the last slot; a token bucket would need a read-modify-write under
+a lock. The price is that a client can spend up to twice the limit across a window
+boundary, which is acceptable for a fairness limit and slows a guesser just as well.
 """
 
 from __future__ import annotations
@@ -17,12 +20,48 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
+from django.http import HttpRequest
 
-from sitekit.errors import RateLimitedError
+from sitekit.errors import AuthRateLimitedError, RateLimitedError
 
-__all__ = ["ratelimit_hit"]
+__all__ = ["auth_failure_check", "auth_failure_hit", "client_address", "ratelimit_hit"]
 
 logger = logging.getLogger("keelgate.api")
+
+
+def client_address(request: HttpRequest) -> str:
+    """The address a request came from: Daphne's peer (``--proxy-headers`` behind a proxy).
+
+    ``X-Forwarded-For`` is never read here: any client can send one, and a limit keyed
+    on it would be dodged by changing it on every try. Also django-axes' address
+    (``AXES_CLIENT_IP_CALLABLE``), so logins and the API count the same client.
+    """
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
+
+
+def _window() -> int:
+    return int(getattr(settings, "KEELGATE_API_RATE_WINDOW", 60))
+
+
+def _slot(name: str, window: int, now: float) -> tuple[str, int]:
+    index = int(now // window)
+    return f"keelgate:ratelimit:{name}:{window}:{index}", max(1, math.ceil((index + 1) * window - now))
+
+
+def _count(slot: str, window: int) -> int | None:
+    """One more in ``slot``; None when the cache is down (a limit fails open, the API stays up)."""
+    # The entry outlives its window a little, so a slow clock in one process cannot
+    # see it vanish and restart the count.
+    try:
+        cache.add(slot, 0, timeout=window + 5)
+        try:
+            return int(cache.incr(slot))
+        except ValueError:  # evicted between add and incr: this request opens it again
+            cache.add(slot, 1, timeout=window + 5)
+            return 1
+    except Exception:
+        logger.warning("ratelimit.cache_unavailable slot=%s", slot.rsplit(":", 2)[0], exc_info=True)
+        return None
 
 
 def ratelimit_hit(*, key_id: int, now: float | None = None) -> None:
@@ -31,23 +70,39 @@ def ratelimit_hit(*, key_id: int, now: float | None = None) -> None:
     ``KEELGATE_API_RATE_LIMIT = 0`` turns the limit off.
     """
     limit = int(getattr(settings, "KEELGATE_API_RATE_LIMIT", 600))
-    window = int(getattr(settings, "KEELGATE_API_RATE_WINDOW", 60))
+    window = _window()
     if limit <= 0 or window <= 0:
         return
-    now = time.time() if now is None else now
-    index = int(now // window)
-    slot = f"keelgate:ratelimit:{key_id}:{window}:{index}"
-    # The entry outlives its window a little, so a slow clock in one process cannot
-    # see it vanish and restart the count.
-    try:
-        cache.add(slot, 0, timeout=window + 5)
-        try:
-            count = cache.incr(slot)
-        except ValueError:  # evicted between add and incr: this request opens it again
-            cache.add(slot, 1, timeout=window + 5)
-            count = 1
-    except Exception:  # the cache is down: a fairness limit fails open, the API stays up
-        logger.warning("ratelimit.cache_unavailable key_id=%s", key_id, exc_info=True)
+    slot, retry_after = _slot(f"key:{key_id}", window, time.time() if now is None else now)
+    count = _count(slot, window)
+    if count is not None and count > limit:
+        raise RateLimitedError(retry_after)
+
+
+def _failure_limit() -> int:
+    return int(getattr(settings, "KEELGATE_API_AUTH_FAILURE_LIMIT", 20))
+
+
+def auth_failure_check(*, address: str, now: float | None = None) -> None:
+    """AuthRateLimitedError if ``address`` already failed its limit in this window."""
+    limit, window = _failure_limit(), _window()
+    if limit <= 0 or window <= 0:
         return
-    if count > limit:
-        raise RateLimitedError(max(1, math.ceil((index + 1) * window - now)))
+    slot, retry_after = _slot(f"auth-fail:{address}", window, time.time() if now is None else now)
+    try:
+        failures = int(cache.get(slot) or 0)
+    except Exception:
+        logger.warning("ratelimit.cache_unavailable slot=auth-fail", exc_info=True)
+        return
+    if failures >= limit:
+        raise AuthRateLimitedError(retry_after)
+
+
+def auth_failure_hit(*, address: str, now: float | None = None) -> None:
+    """Count one failed API authentication from ``address`` (0 as the limit: not counted)."""
+    limit, window = _failure_limit(), _window()
+    if limit <= 0 or window <= 0:
+        return
+    slot, _ = _slot(f"auth-fail:{address}", window, time.time() if now is None else now)
+    if _count(slot, window) == limit:
+        logger.warning("api.auth_failures_limited address=%s", address)

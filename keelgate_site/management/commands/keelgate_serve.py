@@ -1,8 +1,8 @@
 """``manage.py keelgate_serve``: the whole product in one command (what ``make run`` calls).
 
 Migrates, creates the demo (``keelgate_demo``), then serves the console with Daphne on
-127.0.0.1:8000 and runs a ``keelgate_worker`` and a ``keelgate_notify`` (webhooks, email)
-beside it, stopping all of them on Ctrl-C.
+127.0.0.1:8000 (``--bind``; with DEBUG on, loopback only) and runs a ``keelgate_worker``
+and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import sys
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -23,9 +24,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--bind", default="127.0.0.1", help="the address Daphne listens on")
         parser.add_argument("--password", help="the demo operator's password")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if settings.DEBUG and options["bind"] not in settings.LOOPBACK_HOSTS:
+            # DEBUG pages show settings and URL patterns: never to another machine.
+            raise CommandError(f"KEELGATE_DEBUG=1 serves loopback only; refusing to bind {options['bind']}")
         call_command("migrate", verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         call_command("keelgate_demo", password=options["password"])
@@ -40,7 +45,7 @@ class Command(BaseCommand):
                     "-m",
                     "daphne",
                     "-b",
-                    "127.0.0.1",
+                    options["bind"],
                     "-p",
                     str(options["port"]),
                     "keelgate_site.asgi:application",
@@ -51,7 +56,7 @@ class Command(BaseCommand):
             # Webhooks and email about what waits, delivered from the audit chain.
             subprocess.Popen([python, "manage.py", "keelgate_notify"]),
         ]
-        self.stdout.write(f"console: http://127.0.0.1:{options['port']}/  (Ctrl-C stops everything)")
+        self.stdout.write(f"console: http://{options['bind']}:{options['port']}/  (Ctrl-C stops everything)")
         stopping = False
 
         def stop(signum: int, frame: Any) -> None:

@@ -6,6 +6,7 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from tenants.models import Membership, Role, Tenant
@@ -24,7 +25,14 @@ class Command(BaseCommand):
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
         if tenant is None:
             raise CommandError(f"no tenant {options['tenant']!r}; create it with keelgate_tenant")
-        user, created = get_user_model().objects.get_or_create(username=options["username"])
+        User = get_user_model()
+        try:
+            # The model field's own validators (letters, digits and @.+-_, 150 at most), as
+            # the admin's forms apply them: a username is never markup or a blank.
+            username = User._meta.get_field("username").clean(options["username"], None)
+        except ValidationError as exc:
+            raise CommandError(f"invalid username: {' '.join(exc.messages)}") from exc
+        user, created = User.objects.get_or_create(username=username)
         password = options["password"]
         if created and not password:
             password = secrets.token_urlsafe(12)
