@@ -16,6 +16,9 @@ from approvals.schemas import (
     ApprovalOut,
     ApprovalPageOut,
     ApproveIn,
+    BulkDecideIn,
+    BulkDecideOut,
+    BulkResultOut,
     CancelIn,
     DenyIn,
     ReconcileIn,
@@ -25,7 +28,7 @@ from approvals.schemas import (
     unknown_outcome_out,
 )
 from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
-from approvals.services import approval_decide, run_cancel, unknown_reconcile
+from approvals.services import approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
 from tenants.api_auth import API_AUTH as AUTH
@@ -56,6 +59,36 @@ def list_approvals(
     rows = approvals_for(tenant_ids=caller.tenant_ids, status=None if status == "all" else status)
     page, next_cursor = keyset_page(rows, field="requested_at", cursor=cursor, limit=limit)
     return ApprovalPageOut(items=[approval_out(row) for row in page], next_cursor=next_cursor)
+
+
+@router.post(
+    "/approvals/bulk",
+    response=responses({200: BulkDecideOut}, WRITE_ERRORS),
+    summary="Approve or deny several approvals",
+    description=(
+        "Each item becomes its own attributed, audited decision in its own transaction: one "
+        "refusal does not undo the others, and the answer lists each (status `refused` with its "
+        "code). High-impact and four-eyes calls are refused with `bulk_not_allowed`: decide them "
+        "one at a time. Deny needs a `note` (422 `note_required`)."
+    ),
+)
+def bulk_decide(request: HttpRequest, payload: BulkDecideIn, tenant: TenantQuery = None) -> BulkDecideOut:
+    caller = caller_of(request, tenant)
+    results = approvals_decide_bulk(
+        tenant_ids=[caller.tenant_id],
+        choices={item.id: item.arguments_hash for item in payload.items},
+        user=caller.user,
+        decision=payload.decision,
+        note=payload.note,
+    )
+    return BulkDecideOut(
+        results=[
+            BulkResultOut(
+                approval_id=r.approval_id, run_id=r.run_id, tool=r.tool, status=r.status, code=r.code
+            )
+            for r in results
+        ]
+    )
 
 
 @router.get(

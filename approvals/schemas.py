@@ -7,13 +7,13 @@ interpreted.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Schema
 from pydantic import BaseModel, Field
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from sitekit.api import INPUT, JsonObject, json_value
+from sitekit.api import INPUT, MAX_ID, JsonObject, json_value
 
 __all__ = [
     "ApprovalOut",
@@ -68,6 +68,41 @@ class CancelIn(Schema):
     model_config = _IN
 
     note: str = Field("", max_length=2_000, pattern=_TEXT)
+
+
+class BulkItemIn(Schema):
+    """One approval of a bulk decision, optionally bound to the arguments you were shown."""
+
+    model_config = _IN
+
+    id: int = Field(ge=1, le=MAX_ID)
+    arguments_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+
+class BulkDecideIn(Schema):
+    """Approve or deny several approvals of one tenant: each its own decision."""
+
+    model_config = _IN
+
+    decision: Literal["approve", "deny"]
+    items: list[BulkItemIn] = Field(min_length=1, max_length=200)
+    note: str = Field("", max_length=2_000, pattern=_TEXT, description="Required (not blank) to deny.")
+
+
+class BulkResultOut(Schema):
+    """What happened to one approval of a bulk decision."""
+
+    approval_id: int
+    run_id: str
+    tool: str
+    status: str = Field(description="The approval's status after the decision, or `refused`.")
+    code: str = Field(description="Why it was refused (`bulk_not_allowed`, an error code), else empty.")
+
+
+class BulkDecideOut(Schema):
+    """One result per item, in the order given."""
+
+    results: list[BulkResultOut]
 
 
 class DenyIn(Schema):
