@@ -40,6 +40,8 @@ test: $(VENV)/.installed-dev
 	$(BIN)/python -m tests.contrib.langgraph.conformance
 	@echo "== the console in a real browser (Chromium, Daphne and a worker as subprocesses) =="
 	$(BIN)/python -m pytest tests/browser --durations=25 $(PYTEST_ARGS)
+	@echo "== docs/deploy.md's topology (PostgreSQL, Redis, two Daphne, two workers, notify) in Chromium =="
+	$(BIN)/python -m pytest tests/deploy --durations=5 $(PYTEST_ARGS)
 	@if $(BIN)/python -c "import psycopg; psycopg.connect('$(PG_URL)', connect_timeout=3).close()" 2>/dev/null; then \
 	  echo "== the Django suite on PostgreSQL =="; \
 	  DATABASE_URL=$(PG_URL) $(BIN)/python -m pytest tests/site $(PARALLEL) $(PYTEST_ARGS); \
