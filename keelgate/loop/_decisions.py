@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, ru
 
 from pydantic import ValidationError
 
+from keelgate import tracing
 from keelgate._state import ActionOutcome, ApprovalState, ApprovalVote, LoopState, PlannedAction
 from keelgate._types import ActionStatus, Phase, StopReason
 from keelgate.canonical import canonical_json, canonical_sha256
@@ -575,12 +576,18 @@ class DecisionsMixin:
             )
             action.outcome = stored.model_copy(update={"replayed": True})
             self._save(state)
+            tracing.unknown_wait(
+                state, action, since=record.claimed_at, verdict="executed", source="key_store"
+            )
             return True
         if record is not None and record.status is KeyStatus.ABANDONED:
             action.outcome = ActionOutcome(
                 status=ActionStatus.ABANDONED, settled_by=record.settled_by, at=record.completed_at
             )
             self._save(state)
+            tracing.unknown_wait(
+                state, action, since=record.claimed_at, verdict="not_executed", source="key_store"
+            )
             return True
         return await self._confirm(state, action, save=True)
 
@@ -648,18 +655,20 @@ class DecisionsMixin:
         status = ActionStatus.DONE if executed else ActionStatus.ABANDONED
         outcome = ActionOutcome(status=status, detail=note, output=output, settled_by=by, at=now)
         verdict = "executed" if executed else "not_executed"
+        since = None  # when the call was claimed: the unknown outcome's wait began then
         if action.side_effect is not SideEffect.READ:
             try:
-                self.gateway.idempotency.settle(
+                since = self.gateway.idempotency.settle(
                     state.tenant_id,
                     action.idempotency_key,
                     executed=executed,
                     by=by,
                     outcome=outcome.model_dump_json() if executed else None,
                     now=now,
-                )
+                ).claimed_at
             except KeyNotOwnedError:
                 record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+                since = record.claimed_at if record is not None else None
                 if record is not None and record.status is KeyStatus.COMPLETED and record.outcome:
                     # The call did return after all: its durable record outranks a guess.
                     outcome = ActionOutcome.model_validate_json(record.outcome)
@@ -676,6 +685,7 @@ class DecisionsMixin:
             note=note,
             result_recorded=action.outcome.output is not None and executed,
         )
+        tracing.unknown_wait(state, action, since=since, verdict=verdict, source=source)
 
 
 def _check_role(approval: ApprovalState, roles: Collection[str] | None) -> None:

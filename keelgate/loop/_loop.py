@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from keelgate import tracing
 from keelgate._state import ErrorInfo, LoopState, PlannedAction, VerdictRecord
 from keelgate._types import ActionStatus, LoopType, Phase, StopReason
 from keelgate.audit import AuditLog
@@ -233,6 +234,12 @@ class Loop(DecisionsMixin):
     # -- the state machine -----------------------------------------------------
 
     async def _drive(self, state: LoopState, stop: StopConditions) -> LoopResult:
+        with tracing.run_span(state) as span:
+            result = await self._phases(state, stop)
+            span.set("stop_reason", result.stop_reason.value)
+            return result
+
+    async def _phases(self, state: LoopState, stop: StopConditions) -> LoopResult:
         state.stop_reason = None
         state.error = None
         while True:
@@ -247,13 +254,15 @@ class Loop(DecisionsMixin):
             if reason is not None:
                 return await self._stop(state, reason)
             if state.phase is Phase.PLAN:
-                result = await self._plan(state)
+                with tracing.step_span("keelgate.plan", state):
+                    result = await self._plan(state)
             elif state.phase is Phase.ACT:
                 result = await self._act(state)
             elif state.phase is Phase.OBSERVE:
                 result = self._observe(state, stop)
             else:
-                result = await self._verify(state)
+                with tracing.step_span("keelgate.verify", state):
+                    result = await self._verify(state)
             if result is not None:
                 return result
 
@@ -349,7 +358,9 @@ class Loop(DecisionsMixin):
                 for a in state.current_actions
                 if a.side_effect is SideEffect.READ and a.status is ActionStatus.DONE and a.outcome.output
             )
-            result = await self.gateway.execute(replace(ctx, observations=seen), action)
+            with tracing.tool_call_span(state, action) as call:
+                result = await self.gateway.execute(replace(ctx, observations=seen), action)
+                tracing.call_finished(call, result.outcome)
             self.failpoints.hit("after_gateway_call")
             action.outcome = result.outcome
             action.approval = result.approval
@@ -500,12 +511,10 @@ class Loop(DecisionsMixin):
         self.checkpoints.save(state)
 
     def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
-        self.audit.append(
-            state.tenant_id,
-            actor=actor or f"agent:{state.agent_id}",
-            kind=kind,
-            body={"run_id": state.run_id, **body},
-        )
+        actor = actor or f"agent:{state.agent_id}"
+        self.audit.append(state.tenant_id, actor=actor, kind=kind, body={"run_id": state.run_id, **body})
+        if kind in tracing.DECISION_KINDS:
+            tracing.decision(state, kind, actor, body)
 
     async def _stop(self, state: LoopState, reason: StopReason, error: ErrorInfo | None = None) -> LoopResult:
         state.stop_reason = reason

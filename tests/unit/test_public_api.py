@@ -117,14 +117,14 @@ def test_seed_signatures_of_the_loop_methods():
 
 
 def test_the_engine_imports_without_django_or_any_extra():
-    """Importing every engine package loads no Django, Channels, ninja, LangGraph, Temporal or openai."""
+    """Importing every engine package loads no Django, Channels, ninja, LangGraph, Temporal, openai or OTel."""
     code = textwrap.dedent(
         """
         import sys
-        for name in ("django", "channels", "ninja", "langgraph", "temporalio", "openai"):
+        for name in ("django", "channels", "ninja", "langgraph", "temporalio", "openai", "opentelemetry"):
             sys.modules[name] = None  # any import of these now fails
         import keelgate, keelgate.loop, keelgate.gateway, keelgate.audit, keelgate.checkpoint
-        import keelgate.idempotency, keelgate.errors
+        import keelgate.idempotency, keelgate.errors, keelgate.tracing
         print("ok")
         """
     )
@@ -395,6 +395,12 @@ PUBLIC_ALL: dict[str, list[str]] = {
     "keelgate.testing.contract.idempotency": [
         "IdempotencyStoreContract",
         "KeyStoreFactory",
+    ],
+    "keelgate.tracing": [
+        "SPAN_NAMES",
+        "TRACER_NAME",
+        "otel_trace_id",
+        "run_context",
     ],
 }
 """Each public module's ``__all__``, exactly: a name added or dropped is a decision, made here."""
