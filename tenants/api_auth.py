@@ -45,7 +45,7 @@ class ApiKeyBearer(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> VerifiedKey | None:
         # An address past its failures is refused before the key is looked at, so a
         # guesser cannot tell a right guess from a wrong one (429 either way).
-        address = client_address(request)
+        address = client_address(request) or "unknown"
         auth_failure_check(address=address)
         verified = api_key_verify(token=token)
         if verified is None:

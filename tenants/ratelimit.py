@@ -29,14 +29,16 @@ __all__ = ["auth_failure_check", "auth_failure_hit", "client_address", "ratelimi
 logger = logging.getLogger("keelgate.api")
 
 
-def client_address(request: HttpRequest) -> str:
+def client_address(request: HttpRequest) -> str | None:
     """The address a request came from: Daphne's peer (``--proxy-headers`` behind a proxy).
 
     ``X-Forwarded-For`` is never read here: any client can send one, and a limit keyed
     on it would be dodged by changing it on every try. Also django-axes' address
-    (``AXES_CLIENT_IP_CALLABLE``), so logins and the API count the same client.
+    (``AXES_CLIENT_IP_CALLABLE``), so logins and the API count the same client. None
+    for a request made in-process (no peer); axes stores that as no address.
     """
-    return str(request.META.get("REMOTE_ADDR") or "unknown")
+    address = request.META.get("REMOTE_ADDR")
+    return str(address) if address else None
 
 
 def _window() -> int:
