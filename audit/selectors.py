@@ -19,6 +19,7 @@ from audit.models import ChainHead
 from audit.store import DjangoAuditLog
 from keelgate.audit import GENESIS_HASH, AuditEvent, ChainReport, verify_chain
 from keelgate.errors import ChainBrokenError
+from sitekit import metrics
 from sitekit.errors import DigestError, EmptyChainError
 
 __all__ = ["HEAD_MISMATCH", "audit_digest", "audit_heads", "audit_tenants", "audit_verify"]
@@ -63,6 +64,14 @@ def audit_digest(*, tenant_id: str) -> ChainDigest:
 
 
 def audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:
+    """:func:`_audit_verify`, and a broken chain counted in ``keelgate_audit_verify_failures_total``."""
+    report = _audit_verify(tenant_id=tenant_id, against=against)
+    if not report.ok:
+        metrics.AUDIT_VERIFY_FAILURES.inc()
+    return report
+
+
+def _audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:
     """Verify ``tenant_id``'s chain from the database and report the first break.
 
     With ``against`` (a digest from :func:`audit.digest.chain_digest`), the digest is

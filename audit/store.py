@@ -23,6 +23,7 @@ from audit.models import ChainHead
 from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
+from sitekit import metrics
 from sitekit.db import insert_sql
 
 NOTIFY_CHANNEL = "keelgate_audit"
@@ -49,6 +50,7 @@ class DjangoAuditLog:
             with connection.cursor() as cursor:
                 cursor.execute(insert_sql(EventRow, _EVENT_COLUMNS), row)
             _move_head(tenant_id, event.seq, event.hash)
+            transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
         return event
 
     def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:

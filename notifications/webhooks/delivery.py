@@ -31,6 +31,7 @@ from notifications.webhooks.outbox import webhook_scan
 from notifications.webhooks.signing import signed_headers
 from notifications.webhooks.targets import check_url
 from notifications.webhooks.transport import Response, post
+from sitekit import metrics
 from sitekit.errors import WebhookUrlRefusedError
 
 log = logging.getLogger("keelgate.webhooks")
@@ -171,6 +172,7 @@ def delivery_record(claim: Claim, response: Response) -> None:
             ).update(
                 status=DeliveryStatus.DELIVERED, delivered_at=now, lease_until=None, lease_token="", **result
             )
+            transaction.on_commit(lambda: metrics.WEBHOOK_ATTEMPTS.labels("delivered").inc())
             return
         schedule = retry_schedule()
         if claim.number <= len(schedule):
@@ -183,6 +185,8 @@ def delivery_record(claim: Claim, response: Response) -> None:
         WebhookDelivery.objects.filter(
             pk=claim.delivery.pk, lease_token=claim.token, status=DeliveryStatus.DELIVERING
         ).update(lease_until=None, lease_token="", **later, **result)
+        outcome = "failed" if later["status"] == DeliveryStatus.FAILED else "retry"
+        transaction.on_commit(lambda: metrics.WEBHOOK_ATTEMPTS.labels(outcome).inc())
 
 
 def _due(now: object) -> Q:

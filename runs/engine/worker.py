@@ -40,6 +40,8 @@ from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
 from runs.services import run_move, status_after_stop
 from runs.signals import worker_idle
+from sitekit import metrics
+from sitekit.logs import log_context
 
 log = logging.getLogger("keelgate.worker")
 
@@ -54,6 +56,7 @@ class Claim:
     agent: str
     goal: str
     epoch: int
+    trace_id: str = ""
 
 
 class Worker:
@@ -96,7 +99,7 @@ class Worker:
                 attempts=F("attempts") + 1,
             )
             epoch = Run.objects.values_list("lease_epoch", flat=True).get(pk=run.pk)
-        return Claim(run.pk, run.tenant_id, run.run_id, run.agent, run.goal, epoch)
+        return Claim(run.pk, run.tenant_id, run.run_id, run.agent, run.goal, epoch, run.trace_id)
 
     def renew(self, claim: Claim) -> bool:
         """Extend the lease; False if another worker took the run over."""
@@ -134,10 +137,15 @@ class Worker:
 
     def execute(self, claim: Claim) -> str:
         """Drive one claimed run until it stops; return the run's new status."""
+        with log_context(tenant=claim.tenant_id, run=claim.run_id, worker=self.owner, trace=claim.trace_id):
+            return self._execute(claim)
+
+    def _execute(self, claim: Claim) -> str:
         lost, cancel = threading.Event(), threading.Event()
         renewer = threading.Thread(target=self._keep_renewing, args=(claim, lost, cancel), daemon=True)
         renewer.start()
-        context = {"tenant": claim.tenant_id, "run": claim.run_id, "epoch": claim.epoch}
+        # Tenant, run and worker are bound to every line (log_context in execute).
+        context: dict[str, object] = {"epoch": claim.epoch}
 
         def should_stop() -> bool | StopReason:
             if cancel.is_set():
@@ -147,6 +155,8 @@ class Worker:
         try:
             result = self._drive(claim, should_stop=should_stop)
         except LeaseLostError:
+            metrics.FENCED_WRITES_REFUSED.inc()
+            metrics.LEASE_LOSSES.inc()
             log.warning("lease lost; another worker owns the run %s", _kv(context))
             return RunStatus.RUNNING
         except StaleCheckpointError:
@@ -177,17 +187,12 @@ class Worker:
                 state=result.state, stop_reason=StopReason.CANCELLED, goal_reached=False, resumable=False
             )
             status = RunStatus.CANCELLED
+        traced = {"trace": result.state.trace_id}
         for action in result.state.current_actions:
             log.info(
                 "action %s",
-                _kv(
-                    {
-                        **context,
-                        "action": action.action_id,
-                        "tool": action.tool,
-                        "status": action.status.value,
-                    }
-                ),
+                _kv({**context, "tool": action.tool, "status": action.status.value}),
+                extra={"ids": {**traced, "action": action.action_id}},
             )
         reason = result.stop_reason.value
         if status == RunStatus.WAITING:
@@ -199,9 +204,12 @@ class Worker:
         else:
             released = self.release(claim, status, reason=reason, pending_limits=None)
         if not released:
+            metrics.LEASE_LOSSES.inc()
             log.warning("lease lost before release; the run belongs to another worker %s", _kv(context))
             return RunStatus.RUNNING
-        log.info("run stopped %s", _kv({**context, "reason": reason, "status": status}))
+        log.info(
+            "run stopped %s", _kv({**context, "reason": reason, "status": status}), extra={"ids": traced}
+        )
         return status
 
     def _drive(self, claim: Claim, *, should_stop: Callable[[], bool | StopReason]) -> LoopResult:
