@@ -22,6 +22,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -116,6 +117,9 @@ class _Handle:
 
 
 _cached: tuple[object, Any] | None = None
+_driving: ContextVar[Any] = ContextVar("keelgate_driving_tracer", default=None)
+"""The tracer of the drive in progress here, None when untraced: a phase's span asks it,
+not the global provider, so an untraced step costs one context-variable read."""
 
 
 def _tracer() -> Any:
@@ -149,18 +153,28 @@ def _span(
         yield _Handle(span)
 
 
+@contextmanager
+def _drive_span(tracer: Any, context: Context | None, attributes: Mapping[str, Any]) -> Iterator[_Handle]:
+    token = _driving.set(tracer)
+    try:
+        with _span(tracer, "keelgate.run", context, attributes) as handle:
+            yield handle
+    finally:
+        _driving.reset(token)
+
+
 def run_span(state: LoopState) -> AbstractContextManager[SpanHandle]:
     """A ``keelgate.run`` span around one drive, child of the run's root (a context manager)."""
     tracer = _tracer()
     if tracer is None:
         return _NULL
     attributes = _attrs(state, trace_id=state.trace_id, start_seq=state.seq, resumed=state.seq > 1)
-    return _span(tracer, "keelgate.run", run_context(state.trace_id, state.run_id), attributes)
+    return _drive_span(tracer, run_context(state.trace_id, state.run_id), attributes)
 
 
 def step_span(name: str, state: LoopState) -> AbstractContextManager[SpanHandle]:
     """A phase's span (``keelgate.plan``, ``keelgate.verify``) inside the current drive."""
-    tracer = _tracer()
+    tracer = _driving.get()
     if tracer is None:
         return _NULL
     iteration = state.iteration + 1 if name == "keelgate.plan" else state.iteration  # the one it plans
@@ -169,7 +183,7 @@ def step_span(name: str, state: LoopState) -> AbstractContextManager[SpanHandle]
 
 def tool_call_span(state: LoopState, action: PlannedAction) -> AbstractContextManager[SpanHandle]:
     """A ``keelgate.tool_call`` span: what was called and under which key, never with what."""
-    tracer = _tracer()
+    tracer = _driving.get()
     if tracer is None:
         return _NULL
     side_effect = action.side_effect.value if action.side_effect is not None else None
