@@ -163,3 +163,19 @@ def test_a_scrape_after_a_batch_matches_the_database(operator, child_env, tmp_pa
     assert value(done, "keelgate_approvals_pending", tenant="t1") == 0
     assert value(done, "keelgate_oldest_pending_approval_age_seconds", tenant="t1") == 0
     assert total(done, "keelgate_lease_losses_total") == 0
+
+
+@pytest.mark.django_db
+def test_the_gauges_take_three_queries_and_bounded_labels(client, settings, django_assert_max_num_queries):
+    """Thirty tenants: one scrape asks the database three times and shows at most the cap."""
+    from tenants.models import Tenant
+
+    Tenant.objects.bulk_create([Tenant(slug=f"g{n:02d}", name=f"G{n}") for n in range(30)])
+    settings.KEELGATE_METRICS_TOKEN = TOKEN
+    settings.KEELGATE_METRICS_MAX_TENANTS = 5
+    with django_assert_max_num_queries(3):
+        values = scrape(client)
+    tenants = {
+        re.search(r'tenant="([^"]*)"', k).group(1) for k in values if k.startswith("keelgate_approvals")
+    }
+    assert tenants == {"g00", "g01", "g02", "g03", "g04"}  # quiet tenants at zero, up to the cap
