@@ -104,3 +104,56 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant_id", "key"], name="idempotency_key_unique")]
+
+
+class GraphCheckpoint(models.Model):
+    """One LangGraph checkpoint of a tenant's thread (``keelgate.contrib.langgraph.KeelgateSaver``).
+
+    The saver writes these tables with its own SQL (one text for every database), so
+    the columns and the table name are exactly the stdlib saver's.
+    """
+
+    tenant_id = models.CharField(max_length=63)
+    thread_id = models.CharField(max_length=255)
+    checkpoint_ns = models.CharField(max_length=255)
+    checkpoint_id = models.CharField(max_length=64)
+    parent_checkpoint_id = models.CharField(max_length=64, null=True)
+    run_id = models.CharField(max_length=255, null=True)
+    type = models.CharField(max_length=32)
+    checkpoint = models.BinaryField()
+    metadata_type = models.CharField(max_length=32)
+    metadata = models.BinaryField()
+
+    class Meta:
+        db_table = "kg_graph_checkpoints"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id"],
+                name="graph_checkpoint_key",
+            )
+        ]
+        indexes = [models.Index(fields=["tenant_id", "run_id"], name="graph_checkpoint_run")]
+
+
+class GraphWrite(models.Model):
+    """One pending write of a task, against the LangGraph checkpoint it follows."""
+
+    tenant_id = models.CharField(max_length=63)
+    thread_id = models.CharField(max_length=255)
+    checkpoint_ns = models.CharField(max_length=255)
+    checkpoint_id = models.CharField(max_length=64)
+    task_id = models.CharField(max_length=255)
+    idx = models.IntegerField()
+    channel = models.TextField()
+    type = models.CharField(max_length=32)
+    value = models.BinaryField()
+    task_path = models.TextField()
+
+    class Meta:
+        db_table = "kg_graph_writes"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
+                name="graph_write_key",
+            )
+        ]
