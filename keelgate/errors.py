@@ -42,6 +42,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]
             │   │   └── NoteRequiredError      note_required [422]
             │   ├── InvalidResultError         result_invalid [422]
+            │   ├── DecisionInvalidError       decision_invalid [422]
             │   ├── RunCancelledError          run_cancelled
             │   ├── RunFinishedError           run_finished
             │   └── NotReplayableError         not_replayable
@@ -81,6 +82,7 @@ __all__ = [
     "ControlSignal",
     "CostUnknownError",
     "CrashFailpoint",
+    "DecisionInvalidError",
     "DuplicateApproverError",
     "EditInvalidError",
     "GatewayError",
@@ -329,6 +331,14 @@ class InvalidResultError(RunError):
 
     code = "result_invalid"
     message = "The recorded result must be a JSON object, and only for an executed call."
+    http_status = 422
+
+
+class DecisionInvalidError(RunError):
+    """A graph was resumed with a decision that is not one (``detail`` names the fields)."""
+
+    code = "decision_invalid"
+    message = "The decision does not have the expected shape; nothing was run."
     http_status = 422
 
 

@@ -205,11 +205,19 @@ PUBLIC_ALL: dict[str, list[str]] = {
     "keelgate.contrib": [],
     "keelgate.contrib.langgraph": [
         "AsyncKeelgateSaver",
+        "GateDecision",
+        "GatedToolNode",
         "KeelgateSaver",
         "LangGraphCheckpointStore",
         "SaverDatabase",
         "Sql",
         "ThreadLease",
+        "tool_schemas",
+    ],
+    "keelgate.contrib.langgraph.testing": [
+        "ScriptedChatModel",
+        "buy",
+        "order_graph",
     ],
     "keelgate.contrib.openai": [
         "DEFAULT_PLANNER_PROMPT",
@@ -242,6 +250,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ControlSignal",
         "CostUnknownError",
         "CrashFailpoint",
+        "DecisionInvalidError",
         "DuplicateApproverError",
         "EditInvalidError",
         "GatewayError",

@@ -119,13 +119,13 @@ def child(*args: str) -> subprocess.Popen[str]:
 def test_a_frozen_owner_woken_after_a_takeover_is_refused(tmp_path):
     """SIGSTOP the owner mid-node past its lease, take over and finish, SIGCONT: its writes are refused."""
     db, ledger = str(tmp_path / "g.sqlite3"), str(tmp_path / "ledger")
-    a = child(db, "t1", ledger, "owned", "1")
+    a = child(db, "t1", ledger, "owned", "2")
     assert a.stdout is not None
     assert a.stdout.readline().strip() == "epoch=1"
     assert a.stdout.readline().strip() == "waiting"
     os.kill(a.pid, signal.SIGSTOP)
     try:
-        time.sleep(1.3)  # past A's lease
+        time.sleep(2.4)  # past A's lease
         saver = KeelgateSaver.sqlite(db, tenant_id="acme")
         lease = saver.acquire("t1", owner="B")
         assert lease is not None and lease.epoch == 2
