@@ -32,6 +32,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "6": ("bench.live", "API throughput"),
     "7": ("bench.sigkill", "duplicates under SIGKILL"),
     "8": ("bench.inbox_page", "inbox page at 10,000 pending approvals, PostgreSQL"),
+    "9": ("bench.graph_sigkill", "a LangGraph graph under SIGKILL: ToolNode against GatedToolNode"),
 }
 
 

@@ -159,7 +159,11 @@ SYSTEMS = {
 # -- one trial -------------------------------------------------------------------------------
 
 
-def _fork_step(root: Path, system: str, trial: str) -> tuple[int, int, int]:
+Systems = dict[str, tuple[Callable[[Path, str], Callable[[], None]], Callable[[Path, str], dict[str, Any]]]]
+"""Per system: the child's step factory and the parent's resume (bench 9 brings its own)."""
+
+
+def _fork_step(root: Path, system: str, trial: str, systems: Systems | None = None) -> tuple[int, int, int]:
     """Fork a child that prepares, says ready, waits for go, runs the step and reports."""
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -169,7 +173,7 @@ def _fork_step(root: Path, system: str, trial: str) -> tuple[int, int, int]:
         try:
             os.close(ready_r)
             os.close(go_w)
-            step = SYSTEMS[system][0](root, trial)
+            step = (systems or SYSTEMS)[system][0](root, trial)
             os.write(ready_w, b"r")
             os.read(go_r, 1)
             os.write(ready_w, b"s")  # started: the parent's clock starts when it reads this
@@ -188,13 +192,13 @@ def _fork_step(root: Path, system: str, trial: str) -> tuple[int, int, int]:
     return pid, ready_r, go_w
 
 
-def clean_duration(root: Path, system: str, trial: str) -> float:
+def clean_duration(root: Path, system: str, trial: str, systems: Systems | None = None) -> float:
     """How long the step takes in a child, as the parent sees it: from "started" to "done".
 
     Measured the way a kill is timed (from the parent reading "started"), so the scheduling
     delays of a loaded machine are inside both.
     """
-    pid, ready_r, go_w = _fork_step(root, system, trial)
+    pid, ready_r, go_w = _fork_step(root, system, trial, systems)
     os.write(go_w, b"g")
     if os.read(ready_r, 1) != b"s":
         raise RuntimeError(f"{system}: the child did not start")
@@ -209,9 +213,9 @@ def clean_duration(root: Path, system: str, trial: str) -> float:
     return elapsed
 
 
-def killed_trial(root: Path, system: str, trial: str, delay: float) -> bool:
+def killed_trial(root: Path, system: str, trial: str, delay: float, systems: Systems | None = None) -> bool:
     """Run the step and SIGKILL it after ``delay``; True if the kill landed before it finished."""
-    pid, ready_r, go_w = _fork_step(root, system, trial)
+    pid, ready_r, go_w = _fork_step(root, system, trial, systems)
     os.write(go_w, b"g")
     if os.read(ready_r, 1) != b"s":
         raise RuntimeError(f"{system}: the child did not start")
