@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -201,6 +202,8 @@ KEELGATE_AGENTS = {
     "paper-trader": "runs.agents.paper_trader.build_agent",
 }
 """Agent name -> dotted path of a factory returning a :class:`runs.agents.Agent`."""
+if importlib.util.find_spec("langgraph") is not None:  # the LangGraph demo needs the langgraph extra
+    KEELGATE_AGENTS["graph-trader"] = "runs.agents.graph_trader.build_agent"
 
 KEELGATE_PAPER_BROKERAGE = os.environ.get(
     "KEELGATE_PAPER_BROKERAGE", str(VAR_DIR / "paper_brokerage.sqlite3")

@@ -15,9 +15,9 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from keelgate.errors import ConfigurationError
+from keelgate.errors import ConfigurationError, PlannerError
 from keelgate.gateway import ApprovalPolicy, Tool
-from keelgate.loop import OutcomeConfirmer, Planner, StopConditions, Verifier
+from keelgate.loop import OutcomeConfirmer, Plan, Planner, PlanRequest, StopConditions, Verifier
 from sitekit.errors import UnknownAgentError
 
 Lookup = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
@@ -51,6 +51,22 @@ class Agent:
     done_words: Mapping[str, str] = field(default_factory=dict)
     """Per WRITE tool, what a call that ran means, in words for the runs list ("order
     filled"); without an entry the list says "<tool> done"."""
+    graph: Callable[[Any], Any] | None = None
+    """A LangGraph agent: ``graph(tools_node)`` returns its (uncompiled) ``StateGraph``, given a
+    ``GatedToolNode`` over ``tools``, ``grants`` and ``policy``; the worker runs it on the
+    site's saver (``runs.engine.graphs``) and ``planner`` is not used (:data:`PLANNED_IN_GRAPH`)."""
+
+
+class _PlannedInGraph:
+    """The planner of a graph agent: its graph's model plans; the loop never asks this one."""
+
+    def plan(self, request: PlanRequest) -> Plan:
+        """Refuse: a graph agent is driven by its graph, never by the loop's planner."""
+        raise PlannerError("a graph agent plans inside its graph")
+
+
+PLANNED_IN_GRAPH: Planner = _PlannedInGraph()
+"""The ``planner`` of an :class:`Agent` whose ``graph`` is set."""
 
 
 def agent_names() -> list[str]:
@@ -68,6 +84,17 @@ def load_agent(name: str) -> Agent:
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"{path} did not return an Agent")
     return agent
+
+
+def is_graph(agent: str) -> bool:
+    """True if the registered agent is a LangGraph graph (cached: the worker asks per run)."""
+    path = settings.KEELGATE_AGENTS.get(agent)
+    return path is not None and _is_graph(path, agent)
+
+
+@functools.lru_cache(maxsize=128)
+def _is_graph(path: str, agent: str) -> bool:
+    return load_agent(agent).graph is not None
 
 
 def lookup_label(agent: str, tool: str) -> str | None:

@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
 from keelgate.loop import Loop, LoopLimits, LoopResult, StopConditions, StopReason
+from runs.agents import is_graph, load_agent
 from runs.engine.fencing import Fence
 from runs.engine.loops import build_loop
 from runs.engine.monitors import monitors_tick_due
@@ -217,6 +218,7 @@ class Worker:
         stop = None
         if run.pending_limits:
             stop = StopConditions.from_limits(LoopLimits.model_validate(run.pending_limits))
+        graph_agent = load_agent(claim.agent) if is_graph(claim.agent) else None
         loop = self._fenced_loop(claim, should_stop=should_stop)
         os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -224,6 +226,20 @@ class Worker:
             if connection.errors_occurred and not connection.is_usable():
                 connection.close()
             try:
+                if graph_agent is not None:
+                    # Imported here: LangGraph is an extra, needed only once a graph agent is registered.
+                    from runs.engine.graphs import drive_graph
+
+                    return await drive_graph(
+                        graph_agent,
+                        tenant_id=run.tenant_id,
+                        run_id=run.run_id,
+                        goal=run.goal,
+                        as_of=run.as_of,
+                        fence=Fence(claim.tenant_id, claim.run_id, claim.epoch),
+                        owner=f"{self.owner}#{claim.epoch}",
+                        should_stop=should_stop,
+                    )
                 return await loop.run_or_resume(
                     goal=run.goal,
                     tenant_id=run.tenant_id,

@@ -301,6 +301,7 @@ class GatedToolNode(RunnableCallable):
             "arguments": action.arguments,
             "idempotency_key": action.idempotency_key,
             "code": outcome.code,
+            "detail": outcome.detail,
         }
         record = self.gateway.idempotency.get(ctx.tenant_id, action.idempotency_key)
         if record is not None and record.status is not KeyStatus.IN_FLIGHT:
