@@ -1,0 +1,94 @@
+"""A graph run's worker frozen past its lease: the one that took over owns the thread; the old writes nothing.
+
+Like ``test_fencing.py``, with the graph trader: worker A is frozen with SIGSTOP inside
+the order (the brokerage takes 0.3 s), B takes the run over, then A is woken. A's
+checkpoint writes (LangGraph's and Keelgate's) and its key completion are refused, and
+the order is executed at most once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import Approval
+from approvals.services import approval_decide
+from runs.agents.brokerage import PaperBrokerage
+from runs.engine.worker import Worker
+from runs.models import Checkpoint, GraphCheckpoint, GraphWrite, IdempotencyRecord, Run, RunStatus
+from runs.services import run_start
+from tests.site.runs.test_fencing import holds_database_lock, spawn_worker, wait_for
+
+
+def graph_rows(run_id: str) -> tuple[list[tuple[str, str]], int, list[int]]:
+    checkpoints = list(
+        GraphCheckpoint.objects.filter(tenant_id="t1", thread_id=run_id)
+        .order_by("checkpoint_id")
+        .values_list("checkpoint_ns", "checkpoint_id")
+    )
+    writes = GraphWrite.objects.filter(tenant_id="t1", thread_id=run_id).count()
+    seqs = list(
+        Checkpoint.objects.filter(tenant_id="t1", run_id=run_id).order_by("seq").values_list("seq", flat=True)
+    )
+    return checkpoints, writes, seqs
+
+
+@pytest.mark.slow
+def test_a_frozen_graph_worker_woken_after_a_takeover_writes_nothing(operator, child_env, tmp_path):
+    """SIGSTOP A inside the order, B takes over, SIGCONT A: A's writes are refused, one order."""
+    run_start(tenant_id="t1", agent="graph-trader", goal="buy 5 ACME", user=operator, run_id="gf")
+    while Worker(lease_seconds=30).run_once():
+        pass
+    approval = Approval.objects.get(tenant_id="t1", run_id="gf")
+    approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve", note="go")
+    run = Run.objects.get(tenant_id="t1", run_id="gf")
+    brokerage = PaperBrokerage()
+    brokerage.set_mode("hang", hang_seconds=0.6)
+    log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
+    app_a = f"kg-gfence-a-{uuid.uuid4().hex[:8]}"
+    a = spawn_worker(child_env, log_a, "--lease-seconds", "1", "--poll-seconds", "0.05", app_name=app_a)
+    try:
+        assert wait_for(lambda: Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).exists(), 30), (
+            log_a.read_text()
+        )
+        epoch_a = Run.objects.get(pk=run.pk).lease_epoch
+        claimed = IdempotencyRecord.objects.filter(tenant_id="t1", run_id="gf", status="in_flight")
+        assert wait_for(claimed.exists, 30, 0.002), log_a.read_text()  # A is inside the order's 0.6 s
+        os.kill(a.pid, signal.SIGSTOP)
+        for _ in range(100):  # never leave A frozen inside a transaction
+            if not holds_database_lock(app_a):
+                break
+            os.kill(a.pid, signal.SIGCONT)
+            time.sleep(0.002)
+            os.kill(a.pid, signal.SIGSTOP)
+        frozen = Run.objects.get(pk=run.pk)
+        if frozen.status != RunStatus.RUNNING or frozen.lease_epoch != epoch_a:
+            pytest.fail(f"A finished before it was frozen ({frozen.status})")
+        brokerage.set_mode("normal")
+        assert wait_for(lambda: Run.objects.get(pk=run.pk).lease_expires_at < timezone.now(), 5, 0.05)
+        b = spawn_worker(
+            child_env, log_b, "--once", "--lease-seconds", "30", "--poll-seconds", "0.05", app_name="kg-b"
+        )
+        assert b.wait(timeout=60) == 0, log_b.read_text()
+        after_b = Run.objects.get(pk=run.pk)
+        assert after_b.lease_epoch == epoch_a + 1, log_b.read_text()
+        # A holds the order's key in flight: B cannot know, and stops for a person.
+        assert (after_b.status, after_b.stop_reason) == (RunStatus.WAITING, "outcome_unknown"), (
+            log_b.read_text()
+        )
+        snapshot = graph_rows("gf")
+        os.kill(a.pid, signal.SIGCONT)
+        assert wait_for(lambda: "lease lost" in log_a.read_text(), 10, 0.05), log_a.read_text()
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+        a.terminate()
+        a.wait(timeout=15)
+    assert graph_rows("gf") == snapshot, log_a.read_text()  # not one checkpoint, write or mirror row of A's
+    woke = Run.objects.get(pk=run.pk)
+    assert (woke.lease_epoch, woke.status) == (after_b.lease_epoch, after_b.status)
+    assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]  # A's call, once
