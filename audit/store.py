@@ -23,7 +23,6 @@ from audit.models import ChainHead
 from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
-from sitekit import metrics
 from sitekit.db import insert_sql
 
 NOTIFY_CHANNEL = "keelgate_audit"
@@ -43,15 +42,36 @@ class DjangoAuditLog:
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
         encoded = encode_body(body)  # refuse a non-JSON body before taking the lock
-        with self._transaction():
-            head_seq, head_hash = _lock_head(tenant_id)
-            event = stored_event(tenant_id, head_seq + 1, self.clock.now(), actor, kind, encoded, head_hash)
-            row = (tenant_id, event.seq, format_at(event.at), actor, kind, encoded[0], head_hash, event.hash)
-            with connection.cursor() as cursor:
-                cursor.execute(insert_sql(EventRow, _EVENT_COLUMNS), row)
-            _move_head(tenant_id, event.seq, event.hash)
-            transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
+        group = self.commit_group
+        if group is None:
+            with transaction.atomic():
+                head_seq, head_hash = _lock_head(tenant_id)
+                event = self._event(tenant_id, head_seq, head_hash, actor, kind, encoded)
+                with connection.cursor() as cursor:
+                    cursor.execute(insert_sql(EventRow, _EVENT_COLUMNS), _event_row(event, encoded))
+                _move_head(tenant_id, event.seq, event.hash)
+            return event
+        with group.write():
+            # The head stays locked until the commit, so once this transaction has read
+            # it, it knows it: later appends of the same transaction need no round trip,
+            # and the insert and the head's move go with the next one.
+            memo = group.memo
+            head = memo.get((_MEMO, tenant_id))
+            if head is None:
+                head = _lock_head(tenant_id, group.query)
+            event = self._event(tenant_id, head[0], head[1], actor, kind, encoded)
+            group.send(insert_sql(EventRow, _EVENT_COLUMNS), _event_row(event, encoded))
+            # No check of the move, so the commit can go with it: were the head not
+            # where this transaction left it, the event's seq is taken and the unique
+            # (tenant, seq) constraint aborts the whole transaction.
+            group.send(*_move_head_sql(tenant_id, event.seq, event.hash))
+            memo[(_MEMO, tenant_id)] = (event.seq, event.hash)
         return event
+
+    def _event(
+        self, tenant_id: str, head_seq: int, head_hash: str, actor: str, kind: str, encoded: Any
+    ) -> AuditEvent:
+        return stored_event(tenant_id, head_seq + 1, self.clock.now(), actor, kind, encoded, head_hash)
 
     def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
         """The tenant's events after ``after_seq``, oldest first, streamed in chunks."""
@@ -74,33 +94,56 @@ _LOCK_HEAD_TAIL = (
 )
 
 
-def _lock_head(tenant_id: str) -> tuple[int, str]:
+def _lock_head(tenant_id: str, query: Any = None) -> tuple[int, str]:
     """The tenant's head, created if missing and locked until the commit, in one statement.
 
     An upsert that always takes its ``DO UPDATE`` branch locks the row like ``SELECT ..
     FOR UPDATE`` (PostgreSQL); on SQLite the IMMEDIATE transaction holds the write lock.
+    ``query`` is a commit group's, which sends the writes waiting before it along.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            insert_sql(ChainHead, ("tenant_id", "seq", "hash"), _LOCK_HEAD_TAIL), [tenant_id, 0, GENESIS_HASH]
-        )
-        seq, hash_ = cursor.fetchone()
+    sql = insert_sql(ChainHead, ("tenant_id", "seq", "hash"), _LOCK_HEAD_TAIL)
+    params: list[str | int] = [tenant_id, 0, GENESIS_HASH]
+    if query is not None:
+        seq, hash_ = query(sql, params).rows[0]
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            seq, hash_ = cursor.fetchone()
     return int(seq), str(hash_)
 
 
+def _event_row(event: AuditEvent, encoded: Any) -> tuple[Any, ...]:
+    return (
+        event.tenant_id,
+        event.seq,
+        format_at(event.at),
+        event.actor,
+        event.kind,
+        encoded[0],
+        event.prev_hash,
+        event.hash,
+    )
+
+
 def _move_head(tenant_id: str, seq: int, hash_: str) -> None:
-    """Point the head at the new event; on PostgreSQL the same statement queues the NOTIFY."""
+    sql, params = _move_head_sql(tenant_id, seq, hash_)
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                f"{_MOVE_HEAD} RETURNING pg_notify(%s, %s)",
-                [seq, hash_, tenant_id, NOTIFY_CHANNEL, f"{tenant_id}:{seq}"],
-            )
-        else:
-            cursor.execute(_MOVE_HEAD, [seq, hash_, tenant_id])
+        cursor.execute(sql, params)
 
 
-_MOVE_HEAD = f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s'
+def _move_head_sql(tenant_id: str, seq: int, hash_: str) -> tuple[str, list[str | int]]:
+    """Point the head at the new event, from the one before it; on PostgreSQL the same
+    statement queues the NOTIFY."""
+    params: list[str | int] = [seq, hash_, tenant_id, seq - 1]
+    if connection.vendor == "postgresql":
+        return f"{_MOVE_HEAD} RETURNING pg_notify(%s, %s)", [*params, NOTIFY_CHANNEL, f"{tenant_id}:{seq}"]
+    return _MOVE_HEAD, params
+
+
+_MEMO = "audit.head"
+_MOVE_HEAD = (
+    f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s AND "seq" = %s'
+)
 
 
 def event_from_row(row: EventRow) -> AuditEvent:

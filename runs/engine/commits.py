@@ -6,18 +6,59 @@ worker's fence (its lease epoch, ``runs.engine.fencing``) is checked once per tr
 under a row lock that lasts until the commit, instead of once per write. Opened at
 the first write, never before: on SQLite an open transaction holds the file's write
 lock, and a barrier (a planner or tool call) must never wait with it held.
+
+On PostgreSQL the group also saves round trips, which are most of a step's cost there.
+A write whose answer nobody needs yet (the fence, a checkpoint insert, an audit row) is
+*sent* (:meth:`DjangoCommitGroup.send`): it waits, bound on the client, and goes to the
+server in one message with the next statement that needs an answer
+(:meth:`DjangoCommitGroup.query`, any ORM query, or the commit). Each sent write may
+carry a check of its result (the fence's epoch, the projection's row count), run as
+soon as the answers are back and always before the commit; a failed check rolls the
+whole transaction back. ``BEGIN`` travels with the first message and ``COMMIT`` with the
+last one when no check is outstanding, so a transaction of any size costs one or two
+round trips. SQLite (in-process, no round trips) runs every statement at once.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
-from runs.engine.fencing import Fence, check_fence
+from runs.engine.fencing import Fence, check_fence, fence_check, fence_sql
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one statement answered: its row count and rows (empty without a result set)."""
+
+    rowcount: int
+    rows: list[tuple[Any, ...]]
+
+
+Check = Callable[[Result], None]
+"""Looks at a sent statement's result and raises if the write must not stand."""
+
+
+@dataclass
+class _Txn:
+    """The group's open transaction on one thread."""
+
+    atomic: Any
+    conn: BaseDatabaseWrapper
+    outermost: bool
+    fenced: bool = False
+    pending: list[tuple[str, Check | None]] = field(default_factory=list)
+    memo: dict[Any, Any] = field(default_factory=dict)
+    failed: BaseException | None = None
+    sending: bool = False
+    binder: Any = None
+    """A psycopg client cursor, for binding parameters without a round trip."""
 
 
 class DjangoCommitGroup:
@@ -26,58 +67,189 @@ class DjangoCommitGroup:
     Writes by the holding thread join it; other threads (Django gives each its own
     connection) write as before. A write that raises inside the held transaction
     leaves the writes before it to the flush, as they would have been committed one
-    by one; a database error aborts the whole transaction, as it always did.
+    by one; a failed check of a sent write, or a database error, aborts the whole
+    transaction, and every later write of it raises the same error until it ends.
     """
 
     def __init__(self, fence: Fence | None = None) -> None:
         self.fence = fence
         self._local = threading.local()
 
-    def _state(self) -> Any:
-        local = self._local
-        if not hasattr(local, "holds"):
-            local.holds, local.atomic, local.fenced = 0, None, False
-        return local
+    def _holds(self) -> int:
+        return getattr(self._local, "holds", 0)
+
+    def _txn(self) -> _Txn | None:
+        return getattr(self._local, "txn", None)
 
     def hold(self) -> None:
-        self._state().holds += 1
+        self._local.holds = self._holds() + 1
 
     def flush(self) -> None:
-        local = self._state()
-        atomic, local.atomic, local.fenced = local.atomic, None, False
-        if atomic is not None:
-            atomic.__exit__(None, None, None)
+        txn = self._txn()
+        if txn is None:
+            return
+        if txn.failed is not None:
+            self._end(txn, rollback=True)
+            return
+        try:
+            self._send(txn, commit=True)
+        except BaseException:
+            self._end(txn, rollback=True)
+            raise
+        self._end(txn, rollback=False)
 
     def release(self) -> None:
         try:
             self.flush()
         finally:
-            self._state().holds -= 1
+            self._local.holds = self._holds() - 1
 
     def discard(self) -> None:
-        local = self._state()
-        atomic, local.atomic, local.fenced = local.atomic, None, False
+        txn = self._txn()
         try:
-            if atomic is not None:
-                transaction.set_rollback(True)
-                atomic.__exit__(None, None, None)
+            if txn is not None:
+                self._end(txn, rollback=True)
         finally:
-            local.holds -= 1
+            self._local.holds = self._holds() - 1
 
     @contextmanager
     def write(self) -> Iterator[None]:
         """One store write: fenced, inside the held transaction or in its own."""
-        local = self._state()
-        if not local.holds:
-            with transaction.atomic():
-                check_fence(self.fence)
-                yield
+        if self._holds():
+            self._begin()
+            yield
             return
-        if local.atomic is None:
+        self.hold()
+        try:
+            self._begin()
+            yield
+        except BaseException:
+            self.discard()
+            raise
+        self.release()
+
+    @property
+    def memo(self) -> dict[Any, Any]:
+        """Facts true until the current transaction ends (the audit head it locked)."""
+        txn = self._txn()
+        if txn is None:
+            raise RuntimeError("memo outside a write")
+        return txn.memo
+
+    def send(self, sql: str, params: Sequence[Any], check: Check | None = None) -> None:
+        """A write inside :meth:`write` whose result is only checked, later, before the commit."""
+        txn = self._txn()
+        if txn is None or txn.conn.vendor != "postgresql":
+            result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
+            if check is not None:
+                check(result)
+            return
+        if txn.failed is not None:
+            raise txn.failed
+        txn.pending.append((txn.binder.mogrify(sql, params), check))
+
+    def query(self, sql: str, params: Sequence[Any]) -> Result:
+        """A statement whose answer is needed now, sent with every write waiting before it."""
+        txn = self._txn()
+        if txn is None or txn.conn.vendor != "postgresql":
+            return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
+        if txn.failed is not None:
+            raise txn.failed
+        result = self._send(txn, last=txn.binder.mogrify(sql, params))
+        assert result is not None
+        return result
+
+    # -- the transaction ----------------------------------------------------------
+
+    def _begin(self) -> None:
+        txn = self._txn()
+        if txn is not None:
+            if txn.failed is not None:
+                raise txn.failed
+        else:
+            conn = connections[DEFAULT_DB_ALIAS]
+            outermost = not conn.in_atomic_block
             atomic = transaction.atomic()
             atomic.__enter__()
-            local.atomic = atomic
-        if not local.fenced:
-            check_fence(self.fence)  # its row lock lasts until the flush
-            local.fenced = True
-        yield
+            txn = self._local.txn = _Txn(atomic=atomic, conn=conn, outermost=outermost)
+            if conn.vendor == "postgresql":
+                conn.ensure_connection()
+                txn.binder = conn.connection.cursor()
+                conn.execute_wrappers.append(self._before_query)
+        if txn.fenced or self.fence is None:
+            return
+        if txn.conn.vendor == "postgresql":  # checked with the first answers, before the commit
+            self.send(fence_sql(), [self.fence.tenant_id, self.fence.run_id], fence_check(self.fence))
+        else:
+            check_fence(self.fence)
+        txn.fenced = True  # its row lock lasts until the commit
+
+    def _end(self, txn: _Txn, *, rollback: bool) -> None:
+        self._local.txn = None
+        if txn.binder is not None:
+            txn.binder.close()
+        if self._before_query in txn.conn.execute_wrappers:
+            txn.conn.execute_wrappers.remove(self._before_query)
+        if rollback:
+            transaction.set_rollback(True)
+        txn.atomic.__exit__(None, None, None)
+
+    def _before_query(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        """Any other query on the connection first sends the writes waiting before it."""
+        txn = self._txn()
+        if txn is not None and txn.pending and not txn.sending:
+            self._send(txn)
+        return execute(sql, params, many, context)
+
+    def _send(self, txn: _Txn, *, last: str | None = None, commit: bool = False) -> Result | None:
+        """One round trip: the waiting writes, then ``last`` or the commit; then the checks."""
+        pending, txn.pending = txn.pending, []
+        parts = [sql for sql, _ in pending]
+        if last is not None:
+            parts.append(last)
+        if not parts:
+            return None
+        pg = txn.conn.connection  # the psycopg connection
+        begin = txn.outermost and pg.info.transaction_status == _IDLE
+        if begin:
+            # BEGIN in the same message: psycopg would send it alone first. In autocommit
+            # psycopg leaves transaction control to the statements; Django turns it back
+            # on when the atomic block ends.
+            pg.autocommit = True
+            parts.insert(0, "BEGIN")
+        fused_commit = commit and txn.outermost and all(check is None for _, check in pending)
+        if fused_commit:
+            parts.append("COMMIT")
+        txn.sending = True
+        try:
+            with txn.conn.cursor() as cursor:
+                cursor.execute("; ".join(parts))
+                results = []
+                for _ in parts:
+                    rows = cursor.fetchall() if cursor.description else []
+                    results.append(Result(cursor.rowcount, rows))
+                    cursor.nextset()
+        except BaseException as exc:
+            txn.failed = exc
+            raise
+        finally:
+            txn.sending = False
+        answers = results[1:] if begin else results
+        try:
+            for (_, check), result in zip(pending, answers, strict=False):
+                if check is not None:
+                    check(result)
+        except BaseException as exc:
+            txn.failed = exc
+            raise
+        return answers[len(pending)] if last is not None else None
+
+
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+
+
+def _execute(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Result:
+    with conn.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description else []
+        return Result(cursor.rowcount, rows)

@@ -10,7 +10,9 @@ GC pause) past its lease and woke after another took over is refused with
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
@@ -37,11 +39,28 @@ def check_fence(fence: Fence | None) -> None:
     if fence is None:
         return
     with connection.cursor() as cursor:
-        cursor.execute(_lock_epoch(connection.vendor), [fence.tenant_id, fence.run_id])
+        cursor.execute(fence_sql(), [fence.tenant_id, fence.run_id])
         row = cursor.fetchone()
-    epoch = None if row is None else row[0]
+    _compare(fence, None if row is None else row[0])
+
+
+def fence_check(fence: Fence) -> Callable[[Any], None]:
+    """The check of :func:`fence_sql`'s result, for a write sent ahead of its answer."""
+
+    def check(result: Any) -> None:
+        _compare(fence, result.rows[0][0] if result.rows else None)
+
+    return check
+
+
+def _compare(fence: Fence, epoch: int | None) -> None:
     if epoch != fence.epoch:
         raise LeaseLostError(f"{fence.run_id} epoch {fence.epoch} is not {epoch}")
+
+
+def fence_sql() -> str:
+    """The run's epoch, locked until the commit: ``%s`` tenant, run."""
+    return _lock_epoch(connection.vendor)
 
 
 @functools.cache

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -20,12 +20,12 @@ from django.utils import timezone
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
-from runs.engine.commits import DjangoCommitGroup
+from runs.engine.commits import DjangoCommitGroup, Result
 from runs.engine.fencing import Fence
 from runs.models import Checkpoint, Run
 from runs.models import IdempotencyRecord as KeyRow
 from runs.signals import checkpoint_saved
-from sitekit.db import insert_sql, unique_or_none
+from sitekit.db import insert_sql
 
 
 class DjangoCheckpointStore:
@@ -46,26 +46,18 @@ class DjangoCheckpointStore:
 
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
-        text = state.to_json()
-        with self.commit_group.write():
-            if _project(state) == 0:
-                latest = (
-                    Checkpoint.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id)
-                    .order_by("-seq")
-                    .values_list("seq", flat=True)
-                    .first()
-                )
-                if latest is not None and latest >= state.seq:
-                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq} <= {latest}")
-                if Run.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id).exists():
-                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq} is not newer")
-                try:
-                    with transaction.atomic():
-                        _insert(state, text)
-                except IntegrityError as exc:  # a concurrent writer inserted this seq first
-                    raise StaleCheckpointError(f"{state.run_id} seq {state.seq}") from exc
+        row = _insert_params(state, state.to_json())  # the loop changes ``state`` after this
+        group = self.commit_group
+        with group.write():
+            if connection.vendor == "postgresql":
+                # Projection and insert in one statement, sent with the next round trip;
+                # its check runs before the commit.
+                check = functools.partial(_saved_or_refused, row)
+                group.send(_save_sql(), [*_project_params(state), *row], check)
+            elif _project(state) == 0:
+                _refused_or_insert(row)
             else:
-                _insert(state, text)
+                _insert(row)
             checkpoint_saved.send(sender=DjangoCheckpointStore, state=state)
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
@@ -112,8 +104,8 @@ class DjangoCheckpointStore:
 _CHECKPOINT_COLUMNS = ("tenant_id", "run_id", "seq", "phase", "trace_id", "state", "saved_at")
 
 
-def _insert(state: LoopState, text: str) -> None:
-    params: list[Any] = [
+def _insert_params(state: LoopState, text: str) -> list[Any]:
+    return [
         state.tenant_id,
         state.run_id,
         state.seq,
@@ -122,13 +114,41 @@ def _insert(state: LoopState, text: str) -> None:
         text,
         connection.ops.adapt_datetimefield_value(timezone.now()),
     ]
+
+
+def _insert(row: list[Any]) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), params)
+        cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), row)
 
 
-def _project(state: LoopState) -> int:
-    """Move the Run row to this checkpoint if it is newer; 0 if stale or there is no row."""
-    params = [
+def _saved_or_refused(row: list[Any], result: Result) -> None:
+    """The check of a sent save: no row inserted means no newer ``Run`` row was there."""
+    if result.rowcount != 1:
+        _refused_or_insert(row)
+
+
+def _refused_or_insert(row: list[Any]) -> None:
+    """The projection moved nothing: refuse if stale, else (no ``Run`` row) insert if newer."""
+    tenant_id, run_id, seq = row[:3]
+    latest = (
+        Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if latest is not None and latest >= seq:
+        raise StaleCheckpointError(f"{run_id} seq {seq} <= {latest}")
+    if Run.objects.filter(tenant_id=tenant_id, run_id=run_id).exists():
+        raise StaleCheckpointError(f"{run_id} seq {seq} is not newer")
+    try:
+        with transaction.atomic():
+            _insert(row)
+    except IntegrityError as exc:  # a concurrent writer inserted this seq first
+        raise StaleCheckpointError(f"{run_id} seq {seq}") from exc
+
+
+def _project_params(state: LoopState) -> list[Any]:
+    return [
         state.phase.value,
         state.stop_reason.value if state.stop_reason else "",
         state.error.code if state.error else "",
@@ -141,9 +161,25 @@ def _project(state: LoopState) -> int:
         state.run_id,
         state.seq,
     ]
+
+
+def _project(state: LoopState) -> int:
+    """Move the Run row to this checkpoint if it is newer; 0 if stale or there is no row."""
     with connection.cursor() as cursor:
-        cursor.execute(_project_sql(connection.vendor), params)
+        cursor.execute(_project_sql(connection.vendor), _project_params(state))
         return int(cursor.rowcount)
+
+
+@functools.cache
+def _save_sql() -> str:
+    """PostgreSQL: the projection's UPDATE and, only if it moved the row, the insert."""
+    qn = connection.ops.quote_name
+    columns = ", ".join(map(qn, _CHECKPOINT_COLUMNS))
+    values = ", ".join(["%s"] * len(_CHECKPOINT_COLUMNS))
+    return (
+        f"WITH moved AS ({_project_sql('postgresql')} RETURNING 1)"
+        f" INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values} FROM moved"
+    )
 
 
 @functools.cache
@@ -189,8 +225,20 @@ class DjangoIdempotencyStore:
         """
         _aware(now)
         expires = now + timedelta(seconds=lease_seconds)
-        with self.commit_group.write():
-            inserted = _insert_key(tenant_id, key, owner, run_id, action_id, now, expires)
+        group = self.commit_group
+        stamp = connection.ops.adapt_datetimefield_value
+        params = (
+            tenant_id,
+            key,
+            KeyStatus.IN_FLIGHT.value,
+            owner,
+            run_id,
+            action_id,
+            stamp(now),
+            stamp(expires),
+        )
+        with group.write():
+            inserted = group.query(insert_sql(KeyRow, _KEY_COLUMNS, _CLAIM_TAIL), params).rows
         if inserted:
             record = IdempotencyRecord(
                 tenant_id=tenant_id,
@@ -203,21 +251,34 @@ class DjangoIdempotencyStore:
                 lease_expires_at=expires,
             )
             return ClaimStatus.CLAIMED, record
-        row = KeyRow.objects.get(tenant_id=tenant_id, key=key)
-        return ClaimStatus(row.status), _record(row)
+        row = self._get(tenant_id, key)
+        assert row is not None  # the conflict was on this key, and keys are never deleted
+        return ClaimStatus(row.status.value), row
 
     def complete(
         self, tenant_id: str, key: str, *, owner: str, outcome: str, now: datetime
     ) -> IdempotencyRecord:
         """Store the outcome if ``owner`` still holds the key in flight."""
         _aware(now)
-        with self.commit_group.write():
-            updated = KeyRow.objects.filter(
-                tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value, owner=owner
-            ).update(status=KeyStatus.COMPLETED.value, outcome=outcome, completed_at=now)
-        if updated != 1:
+        stamp = connection.ops.adapt_datetimefield_value
+        group = self.commit_group
+        with group.write():
+            rows = group.query(
+                _update_key_sql("owner"),
+                [
+                    KeyStatus.COMPLETED.value,
+                    outcome,
+                    stamp(now),
+                    None,
+                    tenant_id,
+                    key,
+                    KeyStatus.IN_FLIGHT.value,
+                    owner,
+                ],
+            ).rows
+        if len(rows) != 1:
             raise KeyNotOwnedError(key)
-        return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+        return _record(rows[0])
 
     def settle(
         self,
@@ -232,29 +293,65 @@ class DjangoIdempotencyStore:
         """Settle an in-flight key as completed or abandoned (the reconcile path)."""
         _aware(now)
         status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
-        with self.commit_group.write():
-            updated = KeyRow.objects.filter(
-                tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value
-            ).update(status=status.value, outcome=outcome, completed_at=now, settled_by=by)
-        if updated != 1:
+        stamp = connection.ops.adapt_datetimefield_value
+        group = self.commit_group
+        with group.write():
+            rows = group.query(
+                _update_key_sql(None),
+                [status.value, outcome, stamp(now), by, tenant_id, key, KeyStatus.IN_FLIGHT.value],
+            ).rows
+        if len(rows) != 1:
             raise KeyNotOwnedError(key)
-        return _record(KeyRow.objects.get(tenant_id=tenant_id, key=key))
+        return _record(rows[0])
 
     def get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
         """The record, or None."""
-        row = unique_or_none(KeyRow.objects.filter(tenant_id=tenant_id, key=key))
-        return None if row is None else _record(row)
+        return self._get(tenant_id, key)
+
+    def _get(self, tenant_id: str, key: str) -> IdempotencyRecord | None:
+        rows = self.commit_group.query(_select_key_sql(), [tenant_id, key]).rows
+        return _record(rows[0]) if rows else None
 
 
-def _insert_key(
-    tenant_id: str, key: str, owner: str, run_id: str, action_id: str, now: datetime, expires: datetime
-) -> bool:
-    """True if this call inserted the in-flight key, False if it existed already."""
-    stamp = connection.ops.adapt_datetimefield_value
-    params = (tenant_id, key, KeyStatus.IN_FLIGHT.value, owner, run_id, action_id, stamp(now), stamp(expires))
-    with connection.cursor() as cursor:
-        cursor.execute(insert_sql(KeyRow, _KEY_COLUMNS, _CLAIM_TAIL), params)
-        return cursor.fetchone() is not None
+_RECORD_COLUMNS = (
+    "tenant_id",
+    "key",
+    "status",
+    "owner",
+    "run_id",
+    "action_id",
+    "claimed_at",
+    "lease_expires_at",
+    "completed_at",
+    "outcome",
+    "settled_by",
+)
+
+
+@functools.cache
+def _select_key_sql() -> str:
+    qn = connection.ops.quote_name
+    return (
+        f"SELECT {', '.join(map(qn, _RECORD_COLUMNS))} FROM {qn(KeyRow._meta.db_table)}"
+        f" WHERE {qn('tenant_id')} = %s AND {qn('key')} = %s"
+    )
+
+
+@functools.cache
+def _update_key_sql(holder: str | None) -> str:
+    """Complete (``holder="owner"``: only the owner's key) or settle an in-flight key, returning it.
+
+    Settling also writes ``settled_by``; completing keeps it (``COALESCE`` with NULL).
+    """
+    qn = connection.ops.quote_name
+    where = f"{qn('tenant_id')} = %s AND {qn('key')} = %s AND {qn('status')} = %s"
+    if holder:
+        where += f" AND {qn(holder)} = %s"
+    return (
+        f"UPDATE {qn(KeyRow._meta.db_table)} SET {qn('status')} = %s, {qn('outcome')} = %s,"
+        f" {qn('completed_at')} = %s, {qn('settled_by')} = COALESCE(%s, {qn('settled_by')})"
+        f" WHERE {where} RETURNING {', '.join(map(qn, _RECORD_COLUMNS))}"
+    )
 
 
 _KEY_COLUMNS = (
@@ -275,17 +372,24 @@ def _aware(now: datetime) -> None:
         raise ValueError("idempotency times must be timezone-aware")
 
 
-def _record(row: KeyRow) -> IdempotencyRecord:
+def _record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    tenant_id, key, status, owner, run_id, action_id, claimed, expires, completed, outcome, by = row
     return IdempotencyRecord(
-        tenant_id=row.tenant_id,
-        key=row.key,
-        status=KeyStatus(row.status),
-        owner=row.owner,
-        run_id=row.run_id,
-        action_id=row.action_id,
-        claimed_at=row.claimed_at,
-        lease_expires_at=row.lease_expires_at,
-        completed_at=row.completed_at,
-        outcome=row.outcome,
-        settled_by=row.settled_by,
+        tenant_id=tenant_id,
+        key=key,
+        status=KeyStatus(status),
+        owner=owner,
+        run_id=run_id,
+        action_id=action_id,
+        claimed_at=_datetime(claimed),
+        lease_expires_at=_datetime(expires),
+        completed_at=None if completed is None else _datetime(completed),
+        outcome=outcome,
+        settled_by=by,
     )
+
+
+def _datetime(value: Any) -> datetime:
+    """A raw column's time: PostgreSQL gives it aware, SQLite as naive UTC text."""
+    at: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

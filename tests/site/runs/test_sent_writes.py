@@ -1,0 +1,155 @@
+"""Writes sent ahead of their answers (runs.engine.commits): what a held transaction still guarantees."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection, connections
+
+from keelgate.errors import StaleCheckpointError
+from keelgate.loop import LoopState
+from runs.engine.commits import DjangoCommitGroup
+from runs.engine.loops import database_stores
+from runs.models import Checkpoint, Run, RunStatus
+from tests.site.runs._batch import require_postgres
+from tests.site.runs.test_commit_groups import _leased_run, _loop
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AS_OF = datetime(2026, 11, 1, 9, 30, tzinfo=UTC)
+
+
+def _state(seq: int) -> LoopState:
+    return LoopState(
+        tenant_id="t1", run_id="r1", agent_id="trader", goal="buy", as_of=AS_OF, seq=seq, trace_id="tr"
+    )
+
+
+def _run_at(seq: int) -> None:
+    Run.objects.create(
+        tenant_id="t1",
+        run_id="r1",
+        agent="trader",
+        goal="buy",
+        as_of=AS_OF,
+        status=RunStatus.RUNNING,
+        seq=seq,
+    )
+
+
+def test_a_stale_save_in_a_held_transaction_is_refused_by_the_flush_at_the_latest():
+    """A save below the run's seq raises StaleCheckpointError by the end of the transaction; nothing of it lands."""
+    _run_at(3)
+    checkpoints, _, _ = database_stores()
+    group = checkpoints.commit_group
+    group.hold()
+    with pytest.raises(StaleCheckpointError):
+        try:
+            checkpoints.save(_state(2))
+        finally:
+            group.release()
+    assert not Checkpoint.objects.filter(run_id="r1").exists()
+    assert Run.objects.get(run_id="r1").seq == 3
+
+
+def test_the_writes_of_a_failed_transaction_are_refused_until_it_ends():
+    """After a refused sent write, later writes of the same held transaction raise too, and none of them lands."""
+    require_postgres("SQLite runs each write at once: a refused one leaves the others to the flush")
+    _run_at(3)
+    checkpoints, _, audit = database_stores()
+    group = checkpoints.commit_group
+    group.hold()
+    try:
+        with pytest.raises(StaleCheckpointError):
+            checkpoints.save(_state(2))
+            audit.append("t1", actor="test", kind="probe", body={})  # sends the stale save with it
+        with pytest.raises(StaleCheckpointError):
+            checkpoints.save(_state(4))
+    finally:
+        group.release()
+    assert not Checkpoint.objects.filter(run_id="r1").exists()
+    assert audit.head("t1") is None
+    checkpoints.save(_state(4))  # the next transaction starts afresh
+    assert Run.objects.get(run_id="r1").seq == 4
+
+
+def test_a_read_in_a_held_transaction_sees_the_writes_sent_before_it():
+    """An ORM query inside the held transaction first sends the writes waiting before it."""
+    _run_at(0)
+    checkpoints, _, audit = database_stores()
+    group = checkpoints.commit_group
+    group.hold()
+    try:
+        checkpoints.save(_state(1))
+        event = audit.append("t1", actor="test", kind="probe", body={"n": 1})
+        assert Checkpoint.objects.filter(run_id="r1").count() == 1
+        assert checkpoints.load("t1", "r1") == _state(1)
+        assert audit.head("t1") == event
+    finally:
+        group.release()
+    assert Run.objects.get(run_id="r1").seq == 1
+
+
+def test_two_appends_in_one_transaction_chain_on_from_the_head_it_locked():
+    """The second append of a transaction reuses the head the first locked; the chain verifies."""
+    from keelgate.audit import verify
+
+    group = DjangoCommitGroup()
+    _, _, audit = database_stores()
+    audit.commit_group = group
+    group.hold()
+    try:
+        first = audit.append("t1", actor="a", kind="one", body={})
+        second = audit.append("t1", actor="a", kind="two", body={})
+    finally:
+        group.release()
+    assert (first.seq, second.seq, second.prev_hash) == (1, 2, first.hash)
+    assert verify(audit, "t1").ok
+
+
+def test_a_step_on_postgresql_takes_at_most_nineteen_round_trips(tmp_path, monkeypatch):
+    """The seven transactions of a step send their writes with the statements that need answers."""
+    require_postgres("round trips are PostgreSQL's cost")
+    from keelgate.testing import Ledger
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    _leased_run()
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+
+    async def go() -> int:
+        conn = connections["default"]
+        trips = 0
+
+        def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+            nonlocal trips
+            trips += 1
+            return execute(sql, params, many, context)
+
+        original = conn.commit
+
+        def commit() -> None:
+            nonlocal trips
+            trips += int(conn.connection.info.transaction_status != 0)  # not already committed
+            original()
+
+        conn.commit = commit  # type: ignore[method-assign]
+        try:
+            with conn.execute_wrapper(count):
+                result = await _loop(ledger).run(
+                    goal="buy", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="r1"
+                )
+        finally:
+            del conn.commit
+            conn.close()
+        assert result.goal_reached
+        return trips
+
+    try:
+        trips = asyncio.run(go())
+    finally:
+        ledger.close()
+    assert connection.vendor == "postgresql"
+    assert trips <= 19, trips
+    assert Checkpoint.objects.filter(run_id="r1").count() == 9
