@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Max, Min, Sum
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from audit.store import DjangoAuditLog
 from keelgate.errors import RunExistsError
 from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
-from runs.models import Run, RunStatus
+from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
 from sitekit.db import unique_or_none
 from sitekit.errors import NotFoundError, NotResumableError
@@ -193,3 +196,69 @@ def run_record_tick(*, state: LoopState, agent: str, stop_reason: StopReason) ->
             reason=stop_reason.value,
             **({} if created else fields),
         )
+
+
+FINISHED = (RunStatus.DONE, RunStatus.CANCELLED)
+"""Statuses a run never leaves: its checkpoints are history only, never resumed from."""
+
+
+@dataclass(frozen=True)
+class PrunedRun:
+    """What pruning removed (or would remove) from one finished run."""
+
+    tenant_id: str
+    run_id: str
+    first_seq: int
+    last_seq: int
+    removed: int
+    state_bytes: int
+
+
+def checkpoints_prune(
+    *, finished_before: datetime, keep_last: int = 1, dry_run: bool = False
+) -> list[PrunedRun]:
+    """Remove the checkpoints of runs finished before ``finished_before``, all but the last ``keep_last``.
+
+    Only done and cancelled runs: a stopped or waiting run can still resume from any of
+    its checkpoints. Each run is pruned in its own transaction under its row lock, with
+    the status tested again under it, so a worker moving the run meanwhile either ends
+    before (and the run is skipped if it can resume) or waits. Audit events are never
+    touched: the chain is the record, checkpoints are the working state.
+    """
+    if keep_last < 1:
+        raise ValueError("keep_last must be at least 1: the last checkpoint is the run's state")
+    candidates = (
+        Run.objects.filter(status__in=FINISHED, updated_at__lt=finished_before)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    pruned = []
+    for pk in list(candidates.iterator(chunk_size=500)):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().filter(pk=pk, status__in=FINISHED).first()
+            if run is None:
+                continue
+            rows = Checkpoint.objects.filter(tenant_id=run.tenant_id, run_id=run.run_id)
+            newest = rows.order_by("-seq").values_list("seq", flat=True)[:keep_last]
+            kept = list(newest)
+            if len(kept) < keep_last:
+                continue
+            old = rows.filter(seq__lt=kept[-1])
+            summary = old.aggregate(
+                n=Count("pk"), first=Min("seq"), last=Max("seq"), size=Sum(Length("state"))
+            )
+            if not summary["n"]:
+                continue
+            if not dry_run:
+                old.delete()
+        pruned.append(
+            PrunedRun(
+                tenant_id=run.tenant_id,
+                run_id=run.run_id,
+                first_seq=summary["first"],
+                last_seq=summary["last"],
+                removed=summary["n"],
+                state_bytes=summary["size"] or 0,
+            )
+        )
+    return pruned

@@ -337,7 +337,7 @@ def run_replay(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRespons
         recording = Recording.from_store(DjangoCheckpointStore(), run.tenant_id, run_id=run.run_id)
         report = asyncio.run(replay(recording))
     except NotReplayableError as exc:
-        problem = exc.message
+        problem = str(exc)  # with its detail: why (not found, pruned)
     return render(request, "runs/replay.html", {"run": run, "report": report, "problem": problem})
 
 

@@ -126,8 +126,9 @@ class Recording:
         """Rebuild a run by trace id (or run id) from a store that keeps history.
 
         Raises :class:`~keelgate.errors.NotReplayableError` when the store keeps no
-        history or the run is not found in that tenant (or its trace id is not
-        ``trace_id`` when both are given), and ValueError when neither id is given.
+        history, the history was pruned (it starts after seq 1), or the run is not found
+        in that tenant (or its trace id is not ``trace_id`` when both are given), and
+        ValueError when neither id is given.
         """
         if trace_id is None and run_id is None:
             raise ValueError("give a trace_id or a run_id")
@@ -141,6 +142,10 @@ class Recording:
         history = store.history(tenant_id, run_id)
         if not history:
             raise NotReplayableError(f"no run {run_id}")
+        if history[0].seq > 1:  # keelgate_prune removed the start of a finished run
+            raise NotReplayableError(
+                f"the history of run {run_id} was pruned: checkpoints 1 to {history[0].seq - 1} were removed"
+            )
         if trace_id is not None and history[-1].trace_id != trace_id:
             raise NotReplayableError(f"run {run_id} does not carry trace {trace_id}")
         return _record(history)
