@@ -16,8 +16,10 @@ from approvals.schemas import (
     ApprovalOut,
     ApprovalPageOut,
     ApproveIn,
-    BulkDecideIn,
+    BulkApproveIn,
     BulkDecideOut,
+    BulkDenyIn,
+    BulkItemIn,
     BulkResultOut,
     CancelIn,
     DenyIn,
@@ -28,7 +30,7 @@ from approvals.schemas import (
     unknown_outcome_out,
 )
 from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
-from approvals.services import approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
+from approvals.services import Decision, approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
 from tenants.api_auth import API_AUTH as AUTH
@@ -61,25 +63,44 @@ def list_approvals(
     return ApprovalPageOut(items=[approval_out(row) for row in page], next_cursor=next_cursor)
 
 
-@router.post(
-    "/approvals/bulk",
-    response=responses({200: BulkDecideOut}, WRITE_ERRORS),
-    summary="Approve or deny several approvals",
-    description=(
-        "Each item becomes its own attributed, audited decision in its own transaction: one "
-        "refusal does not undo the others, and the answer lists each (status `refused` with its "
-        "code). High-impact and four-eyes calls are refused with `bulk_not_allowed`: decide them "
-        "one at a time. Deny needs a `note` (422 `note_required`)."
-    ),
+_BULK = (
+    "Each item becomes its own attributed, audited decision in its own transaction: one refusal "
+    "does not undo the others, and the answer lists each, in the order given (status `refused` "
+    "with its code). High-impact and four-eyes calls are refused with `bulk_not_allowed`: decide "
+    "them one at a time."
 )
-def bulk_decide(request: HttpRequest, payload: BulkDecideIn, tenant: TenantQuery = None) -> BulkDecideOut:
+
+
+@router.post(
+    "/approvals/bulk/approve",
+    response=responses({200: BulkDecideOut}, WRITE_ERRORS),
+    summary="Approve several approvals",
+    description=_BULK,
+)
+def bulk_approve(request: HttpRequest, payload: BulkApproveIn, tenant: TenantQuery = None) -> BulkDecideOut:
+    return _bulk(request, tenant, payload.items, "approve", payload.note)
+
+
+@router.post(
+    "/approvals/bulk/deny",
+    response=responses({200: BulkDecideOut}, WRITE_ERRORS),
+    summary="Deny several approvals",
+    description=_BULK + " The `note` saying why is required.",
+)
+def bulk_deny(request: HttpRequest, payload: BulkDenyIn, tenant: TenantQuery = None) -> BulkDecideOut:
+    return _bulk(request, tenant, payload.items, "deny", payload.note)
+
+
+def _bulk(
+    request: HttpRequest, tenant: str | None, items: list[BulkItemIn], decision: Decision, note: str
+) -> BulkDecideOut:
     caller = caller_of(request, tenant)
     results = approvals_decide_bulk(
         tenant_ids=[caller.tenant_id],
-        choices={item.id: item.arguments_hash for item in payload.items},
+        choices={item.id: item.arguments_hash for item in items},
         user=caller.user,
-        decision=payload.decision,
-        note=payload.note,
+        decision=decision,
+        note=note,
     )
     return BulkDecideOut(
         results=[

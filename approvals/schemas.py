@@ -7,13 +7,13 @@ interpreted.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import BaseModel, Field
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from sitekit.api import INPUT, MAX_ID, JsonObject, json_value
+from sitekit.api import INPUT, JSON_INTEGER, MAX_ID, JsonObject, json_value
 
 __all__ = [
     "ApprovalOut",
@@ -75,18 +75,26 @@ class BulkItemIn(Schema):
 
     model_config = _IN
 
-    id: int = Field(ge=1, le=MAX_ID)
+    id: Annotated[int, Field(ge=1, le=MAX_ID), JSON_INTEGER]
     arguments_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 
-class BulkDecideIn(Schema):
-    """Approve or deny several approvals of one tenant: each its own decision."""
+class BulkApproveIn(Schema):
+    """Approve several approvals of one tenant: each its own decision, with an optional note."""
 
     model_config = _IN
 
-    decision: Literal["approve", "deny"]
     items: list[BulkItemIn] = Field(min_length=1, max_length=200)
-    note: str = Field("", max_length=2_000, pattern=_TEXT, description="Required (not blank) to deny.")
+    note: str = Field("", max_length=2_000, pattern=_TEXT)
+
+
+class BulkDenyIn(Schema):
+    """Deny several approvals of one tenant: each its own decision; the note saying why is required."""
+
+    model_config = _IN
+
+    items: list[BulkItemIn] = Field(min_length=1, max_length=200)
+    note: str = Field(min_length=1, max_length=2_000, pattern=_SAYS_SOMETHING, description="Why (required).")
 
 
 class BulkResultOut(Schema):

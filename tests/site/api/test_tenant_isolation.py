@@ -67,14 +67,20 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     absent(call("GET", "/approvals/{approval_id}", f"/approvals/{pending.pk}"))
     absent(call("POST", "/approvals/{approval_id}/approve", f"/approvals/{pending.pk}/approve", {}))
     absent(call("POST", "/approvals/{approval_id}/deny", f"/approvals/{pending.pk}/deny", {"note": "no"}))
-    bulk = call(
-        "POST", "/approvals/bulk", "/approvals/bulk", {"decision": "approve", "items": [{"id": pending.pk}]}
-    )
-    assert bulk.json() == {
-        "results": [
-            {"approval_id": pending.pk, "run_id": "", "tool": "", "status": "refused", "code": "not_found"}
-        ]
-    }
+    for verb, body in (("approve", {}), ("deny", {"note": "no"})):
+        path = f"/approvals/bulk/{verb}"
+        bulk = call("POST", path, path, {"items": [{"id": pending.pk}], **body})
+        assert bulk.json() == {
+            "results": [
+                {
+                    "approval_id": pending.pk,
+                    "run_id": "",
+                    "tool": "",
+                    "status": "refused",
+                    "code": "not_found",
+                }
+            ]
+        }
     absent(
         call(
             "POST",
