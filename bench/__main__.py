@@ -111,6 +111,7 @@ _EXTRA_COLUMNS = (
     ("commits_per_step", "commits/step"),
     ("transactions_per_step", "xacts/step"),
     ("queries_per_step", "queries/step"),
+    ("bytes_per_step", "bytes/step"),
     ("queries_per_request", "queries/req"),
     ("scaling", "scaling"),
     ("duplicates", "duplicates"),

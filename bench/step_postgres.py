@@ -208,6 +208,64 @@ def calibrate(steps: int = 3) -> dict[str, Any]:
     }
 
 
+_KEELGATE_TABLES = ("runs_checkpoint", "runs_idempotencyrecord", "audit_auditevent")
+_LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def _table_bytes(tables: tuple[str, ...]) -> int:
+    """Heap, TOAST and indexes of ``tables``, as on disk."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c WHERE c.relname = ANY(%s)",
+            [list(tables)],
+        )
+        return int(cursor.fetchone()[0] or 0)
+
+
+def storage(steps: int) -> dict[str, float]:
+    """Bytes per step on disk (untimed): what ``steps`` new runs add to each system's tables.
+
+    Keelgate: checkpoints, idempotency keys, audit events (the ``Run`` row is the run's, not
+    the step's, and is left out). LangGraph: its three checkpoint tables. Also the
+    checkpoint JSON Keelgate writes per step and what PostgreSQL stores of it (TOAST
+    compresses a value over 2 kB).
+    """
+    from django.db import connection
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    ids = _new_runs(steps)
+    before = _table_bytes(_KEELGATE_TABLES)
+
+    async def go() -> None:
+        for r in ids:
+            await keelgate_step(r)
+
+    asyncio.run(go())
+    keelgate = (_table_bytes(_KEELGATE_TABLES) - before) / steps
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sum(octet_length(state)), sum(pg_column_size(state)) FROM runs_checkpoint"
+            " WHERE run_id = ANY(%s)",
+            [ids],
+        )
+        json_bytes, stored_bytes = cursor.fetchone()
+    with PostgresSaver.from_conn_string(_pg.BENCH_URL) as saver:
+        graph = langgraph_graph(saver)
+        langgraph_step(graph)  # tables created and first pages allocated
+        lg_before = _table_bytes(_LANGGRAPH_TABLES)
+        for _ in range(steps):
+            langgraph_step(graph)
+    langgraph = (_table_bytes(_LANGGRAPH_TABLES) - lg_before) / steps
+    return {
+        "keelgate_bytes": keelgate,
+        "keelgate_json_bytes": int(json_bytes) / steps,
+        "keelgate_stored_json_bytes": int(stored_bytes) / steps,
+        "langgraph_bytes": langgraph,
+    }
+
+
 def run() -> list[Row]:
     why = _pg.reachable()
     if why:
@@ -218,6 +276,12 @@ def run() -> list[Row]:
 
     batch, rounds = (4, 3) if quick() else (20, 9)
     counts = calibrate()
+    sizes = storage(20 if quick() else 200)
+    progress(
+        f"{BENCH}: bytes/step on disk: Keelgate {sizes['keelgate_bytes']:.0f} (checkpoint JSON "
+        f"{sizes['keelgate_json_bytes']:.0f}, stored {sizes['keelgate_stored_json_bytes']:.0f}); "
+        f"LangGraph {sizes['langgraph_bytes']:.0f}"
+    )
     commits = round(counts["keelgate_commits"])
     progress(
         f"{BENCH}: Keelgate {counts['keelgate_commits']:.1f} write commits/step "
@@ -289,6 +353,9 @@ def run() -> list[Row]:
                 "transactions_per_step": counts["keelgate_transactions_server"],
                 "transactions_per_step_client": counts["keelgate_transactions_client"],
                 "queries_per_step": counts["keelgate_queries"],
+                "bytes_per_step": round(sizes["keelgate_bytes"]),
+                "checkpoint_json_bytes_per_step": sizes["keelgate_json_bytes"],
+                "checkpoint_stored_bytes_per_step": sizes["keelgate_stored_json_bytes"],
                 "vs_langgraph": km / lm,
                 "vs_floor": km / fm,
             },
@@ -305,6 +372,7 @@ def run() -> list[Row]:
             extra={
                 "batch": batch,
                 "commits_per_step": counts["langgraph_commits"],
+                "bytes_per_step": round(sizes["langgraph_bytes"]),
                 "transactions_per_step": counts["langgraph_transactions_server"],
             },
         ),

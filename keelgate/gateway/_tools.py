@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,10 +86,16 @@ class Tool:
                 name=self.name,
                 description=self.description,
                 side_effect=self.side_effect,
-                parameters=self.arguments.model_json_schema(),
+                parameters=copy.deepcopy(_json_schema(self.arguments)),
             )
             object.__setattr__(self, "_spec", cached)
         return cached
+
+
+@functools.cache
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """Per arguments model, not per Tool: a worker builds its agent's tools for every run."""
+    return model.model_json_schema()
 
 
 def tool(
