@@ -277,8 +277,9 @@ class KeelgateSaver(BaseCheckpointSaver[str]):
         self.tenant_id = tenant_id
         self.owner = owner
         """What this saver writes as (a :class:`ThreadLease`, the site's fence), or None."""
-        self.failpoint: Callable[[str], None] | None = None
-        """Tests: called with ``"after_put_writes"`` / ``"after_put"`` once committed."""
+        self.failpoint: Callable[[str, Sequence[tuple[str, Any]]], None] | None = None
+        """Tests: called once committed, with ``"after_put"`` and the checkpoint's channel
+        values, or ``"after_put_writes"`` and the writes."""
 
     @classmethod
     def sqlite(cls, path: str | Path | SqliteDatabase, *, tenant_id: str = "default") -> KeelgateSaver:
@@ -456,7 +457,7 @@ class KeelgateSaver(BaseCheckpointSaver[str]):
                 ),
             )
         if self.failpoint is not None:
-            self.failpoint("after_put")
+            self.failpoint("after_put", list(checkpoint["channel_values"].items()))
         return {
             "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
         }
@@ -511,7 +512,7 @@ class KeelgateSaver(BaseCheckpointSaver[str]):
                     row,
                 )
         if self.failpoint is not None:
-            self.failpoint("after_put_writes")
+            self.failpoint("after_put_writes", list(writes))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints and writes (this tenant's only)."""
