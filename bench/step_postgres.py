@@ -26,6 +26,7 @@ from typing import Any
 
 from bench import _pg
 from bench._common import Row, interleave, median, progress, quick
+from bench._dbos import DbosStep
 from bench._scenario import AGENT, AS_OF, GOAL, TENANT, keelgate_loop, langgraph_graph, langgraph_step
 
 BENCH = "2. step, PostgreSQL"
@@ -293,6 +294,7 @@ def run() -> list[Row]:
     floor = PgFloor()
     manager = PostgresSaver.from_conn_string(_pg.BENCH_URL)
     saver = manager.__enter__()
+    dbos = DbosStep(_pg.BENCH_URL.replace("postgres://", "postgresql://", 1))  # its tables in schema dbos
     try:
         graph = langgraph_graph(saver)
 
@@ -327,7 +329,13 @@ def run() -> list[Row]:
                 floor.commits(commits)
             return (time.perf_counter() - t) / batch * 1e6
 
-        cases = {"keelgate": keelgate, "langgraph": langgraph, "floor": bare}
+        def dbos_case() -> float:
+            t = time.perf_counter()
+            for _ in range(batch):
+                dbos.step()
+            return (time.perf_counter() - t) / batch * 1e6
+
+        cases = {"keelgate": keelgate, "langgraph": langgraph, "dbos": dbos_case, "floor": bare}
         if not quick():
             cases["keelgate_per_asyncio_run"] = keelgate_as_worker
         for case in cases.values():
@@ -335,10 +343,11 @@ def run() -> list[Row]:
         values = interleave(BENCH, cases, rounds=rounds)
     finally:
         runner.close()
+        dbos.close()
         floor.close()
         manager.__exit__(None, None, None)
         connections.close_all()
-    km, lm, fm = (median(values[n]) for n in ("keelgate", "langgraph", "floor"))
+    km, lm, dm, fm = (median(values[n]) for n in ("keelgate", "langgraph", "dbos", "floor"))
     rows = [
         Row(
             BENCH,
@@ -357,6 +366,7 @@ def run() -> list[Row]:
                 "checkpoint_json_bytes_per_step": sizes["keelgate_json_bytes"],
                 "checkpoint_stored_bytes_per_step": sizes["keelgate_stored_json_bytes"],
                 "vs_langgraph": km / lm,
+                "vs_dbos": km / dm,
                 "vs_floor": km / fm,
             },
         ),
@@ -375,6 +385,17 @@ def run() -> list[Row]:
                 "bytes_per_step": round(sizes["langgraph_bytes"]),
                 "transactions_per_step": counts["langgraph_transactions_server"],
             },
+        ),
+        Row(
+            BENCH,
+            "DBOS 3 workflow of five @DBOS.step (PostgreSQL system database, same server)",
+            "step",
+            "us/step",
+            dm,
+            values["dbos"],
+            ratio=km / dm,
+            ratio_to="Keelgate / DBOS",
+            extra={"batch": batch},
         ),
         Row(
             BENCH,

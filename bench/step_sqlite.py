@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from bench._common import CommitCounter, Row, SqliteFloor, interleave, median, progress, quick, scratch
+from bench._dbos import DbosStep
 from bench._scenario import SqliteKeelgate, SqliteLangGraph, langgraph_step, run_step
 
 BENCH = "1. step, SQLite"
@@ -76,6 +77,7 @@ def run() -> list[Row]:
         files = SqliteKeelgate(root / "files", one_file=False)
         g = SqliteLangGraph(root)
         floor = SqliteFloor(root / "floor.sqlite3")
+        dbos = DbosStep(f"sqlite:///{root / 'dbos.sqlite3'}")
         runner = asyncio.Runner()
         try:
             counts = count_commits(k, g, files)
@@ -118,16 +120,27 @@ def run() -> list[Row]:
                 "langgraph": langgraph,
                 "floor": bare,
             }
-            for case in cases.values():  # warm up: imports, caches, first pages
+
+            def dbos_case() -> float:
+                t = time.perf_counter()
+                for _ in range(batch):
+                    dbos.step()
+                return (time.perf_counter() - t) / batch * 1e6
+
+            for case in [*cases.values(), dbos_case]:  # warm up: imports, caches, first pages
                 case()
             for name, passes in ((BENCH, "FULL"), (BENCH_OFF, "OFF")):
                 conns = [*k.connections().values(), *files.connections().values(), g.conn, floor.db]
                 _set_sync(conns, passes)
-                values = interleave(name, cases, rounds=rounds)
+                # DBOS's own connections keep its settings: it takes part in the FULL pass only.
+                values = interleave(
+                    name, {**cases, "dbos": dbos_case} if passes == "FULL" else cases, rounds=rounds
+                )
                 rows.extend(_rows(name, values, counts, commits, batch))
             _set_sync([*k.connections().values(), *files.connections().values(), g.conn, floor.db], "FULL")
         finally:
             runner.close()
+            dbos.close()
             k.close()
             files.close()
             g.close()
@@ -140,7 +153,23 @@ def _rows(
 ) -> list[Row]:
     km, bm, lm, fm = (median(values[n]) for n in ("keelgate", "keelgate_files", "langgraph", "floor"))
     common = {"batch": batch}
-    return [
+    dbos = []
+    if "dbos" in values:
+        dm = median(values["dbos"])
+        dbos.append(
+            Row(
+                name,
+                "DBOS 3 workflow of five @DBOS.step (SQLite system database)",
+                "step",
+                "us/step",
+                dm,
+                values["dbos"],
+                ratio=km / dm,
+                ratio_to="Keelgate / DBOS",
+                extra=common,
+            )
+        )
+    rows = [
         Row(
             name,
             "Keelgate, SqliteStores: one file, grouped commits",
@@ -202,3 +231,5 @@ def _rows(
             extra={**common, "commits_per_step": commits, "us_per_commit": fm / commits},
         ),
     ]
+    rows.extend(dbos)  # after Keelgate's row: the table's first row per pass stays Keelgate's
+    return rows
