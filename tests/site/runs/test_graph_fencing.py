@@ -1,7 +1,7 @@
 """A graph run's worker frozen past its lease: the one that took over owns the thread; the old writes nothing.
 
 Like ``test_fencing.py``, with the graph trader: worker A is frozen with SIGSTOP inside
-the order (the brokerage takes 0.3 s), B takes the run over, then A is woken. A's
+the order (the brokerage takes 1.5 s), B takes the run over, then A is woken. A's
 checkpoint writes (LangGraph's and Keelgate's) and its key completion are refused, and
 the order is executed at most once.
 """
@@ -48,7 +48,7 @@ def test_a_frozen_graph_worker_woken_after_a_takeover_writes_nothing(operator, c
     approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve", note="go")
     run = Run.objects.get(tenant_id="t1", run_id="gf")
     brokerage = PaperBrokerage()
-    brokerage.set_mode("hang", hang_seconds=0.6)
+    brokerage.set_mode("hang", hang_seconds=1.5)
     log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
     app_a = f"kg-gfence-a-{uuid.uuid4().hex[:8]}"
     a = spawn_worker(child_env, log_a, "--lease-seconds", "1", "--poll-seconds", "0.05", app_name=app_a)
@@ -58,7 +58,7 @@ def test_a_frozen_graph_worker_woken_after_a_takeover_writes_nothing(operator, c
         )
         epoch_a = Run.objects.get(pk=run.pk).lease_epoch
         claimed = IdempotencyRecord.objects.filter(tenant_id="t1", run_id="gf", status="in_flight")
-        assert wait_for(claimed.exists, 30, 0.002), log_a.read_text()  # A is inside the order's 0.6 s
+        assert wait_for(claimed.exists, 30, 0.002), log_a.read_text()  # A is inside the order's 1.5 s
         os.kill(a.pid, signal.SIGSTOP)
         for _ in range(100):  # never leave A frozen inside a transaction
             if not holds_database_lock(app_a):
