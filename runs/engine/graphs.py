@@ -61,6 +61,7 @@ async def drive_graph(
     fence: Fence | None,
     owner: str,
     should_stop: Callable[[], bool | StopReason],
+    lease_seconds: float = 300.0,
 ) -> LoopResult:
     """Start, resume or continue the run's graph until it ends, waits for a person, or is stopped."""
     assert agent.graph is not None
@@ -71,6 +72,7 @@ async def drive_graph(
         idempotency=idempotency,
         audit=audit,
         policy=agent.policy,
+        lease_seconds=lease_seconds,
     )
     node = GatedToolNode(gateway, agent_id=agent.name, tenant_id=tenant_id, owner=owner)
     graph = agent.graph(node).compile(checkpointer=site_saver(tenant_id=tenant_id, fence=fence))

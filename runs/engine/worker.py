@@ -239,6 +239,7 @@ class Worker:
                         fence=Fence(claim.tenant_id, claim.run_id, claim.epoch),
                         owner=f"{self.owner}#{claim.epoch}",
                         should_stop=should_stop,
+                        lease_seconds=self.lease_seconds,
                     )
                 return await loop.run_or_resume(
                     goal=run.goal,

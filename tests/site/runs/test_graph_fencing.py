@@ -16,8 +16,8 @@ import uuid
 import pytest
 from django.utils import timezone
 
-from approvals.models import Approval
-from approvals.services import approval_decide
+from approvals.models import Approval, UnknownOutcome
+from approvals.services import approval_decide, unknown_reconcile
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.worker import Worker
 from runs.models import Checkpoint, GraphCheckpoint, GraphWrite, IdempotencyRecord, Run, RunStatus
@@ -92,3 +92,41 @@ def test_a_frozen_graph_worker_woken_after_a_takeover_writes_nothing(operator, c
     woke = Run.objects.get(pk=run.pk)
     assert (woke.lease_epoch, woke.status) == (after_b.lease_epoch, after_b.status)
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]  # A's call, once
+
+
+@pytest.mark.slow
+def test_a_graph_worker_killed_inside_the_order_leaves_an_unknown_outcome_settled_once(
+    operator, child_env, tmp_path
+):
+    """SIGKILL inside the order: the next worker stops on the in-flight key; settled, the graph ends once."""
+    run_start(tenant_id="t1", agent="graph-trader", goal="buy 4 ACME", user=operator, run_id="gk")
+    while Worker(lease_seconds=30).run_once():
+        pass
+    approval = Approval.objects.get(tenant_id="t1", run_id="gk")
+    approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve", note="go")
+    PaperBrokerage().set_mode("hang", hang_seconds=1.5)
+    log = tmp_path / "a.log"
+    a = spawn_worker(child_env, log, "--lease-seconds", "1", "--poll-seconds", "0.05", app_name="kg-kill-a")
+    claimed = IdempotencyRecord.objects.filter(tenant_id="t1", run_id="gk", status="in_flight")
+    try:
+        assert wait_for(claimed.exists, 30, 0.002), log.read_text()
+    finally:
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(timeout=15)
+    PaperBrokerage().set_mode("normal")
+    assert wait_for(lambda: Run.objects.get(run_id="gk").lease_expires_at < timezone.now(), 5, 0.05)
+    while Worker(lease_seconds=30).run_once():
+        pass
+    run = Run.objects.get(run_id="gk")
+    assert (run.status, run.stop_reason) == (RunStatus.WAITING, "outcome_unknown")
+    item = UnknownOutcome.objects.get(run_id="gk")
+    executed = PaperBrokerage().entry(item.idempotency_key) is not None
+    assert not executed  # killed in the brokerage's wait, before its insert
+    time.sleep(1.1)  # the dead worker's key lease (its worker lease, 1 s) runs out
+    unknown_reconcile(
+        tenant_id="t1", item_id=item.pk, user=operator, executed=executed, note="not at the broker"
+    )
+    while Worker(lease_seconds=30).run_once():
+        pass
+    assert Run.objects.get(run_id="gk").status == RunStatus.DONE
+    assert PaperBrokerage().ledger() == []  # abandoned: never placed behind the person's back
