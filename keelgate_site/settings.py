@@ -116,10 +116,13 @@ TEMPLATES = [
 WSGI_APPLICATION = "keelgate_site.wsgi.application"
 ASGI_APPLICATION = "keelgate_site.asgi.application"
 
+# KEELGATE_DB_CONN_MAX_AGE: seconds a process keeps its database connection (checked
+# before reuse); 0, the default, opens one per request (docs/deploy.md: what it measured).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'keelgate.sqlite3'}",
-        conn_max_age=0,
+        conn_max_age=int(os.environ.get("KEELGATE_DB_CONN_MAX_AGE", "0")),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
