@@ -24,6 +24,7 @@ import asyncio
 import copy
 import os
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -170,7 +171,7 @@ class GatedToolNode(RunnableCallable):
 
     async def _one(self, ctx: CallContext, call_id: str, name: str, arguments: dict[str, Any]) -> ToolMessage:
         action = self._action(ctx, call_id, name, arguments)
-        self._requests.held.clear()
+        self._requests.hold()
         while True:
             result = await self.gateway.execute(ctx, action)
             status = result.outcome.status
@@ -218,9 +219,8 @@ class GatedToolNode(RunnableCallable):
             try:
                 answer = interrupt(asking)
             except GraphInterrupt:
-                if asking is payload:  # the first stop for this call; a re-ask was audited then
-                    self._requests.release()
-                self._requests.held.clear()
+                # Recorded at the first stop for this call; a re-ask was audited then.
+                self._requests.release(record=asking is payload)
                 self.gateway.audit.append(
                     ctx.tenant_id,
                     actor=f"agent:{ctx.agent_id}",
@@ -375,27 +375,40 @@ class GatedToolNode(RunnableCallable):
         )
 
 
+_Held = list[tuple[str, str, str, Mapping[str, Any]]]
+
+
 class _HeldRequests:
     """The gateway's audit log, holding back ``approval.requested`` until the graph really stops.
 
     A resumed node runs again from its start and asks the gateway again; only the pass
-    that interrupts the graph records the request, so it is audited once.
+    that interrupts the graph records the request, so it is audited once. What is held
+    belongs to the call being made (a context variable), so graphs sharing one node in
+    several threads or tasks never release each other's requests.
     """
 
     def __init__(self, audit: Any) -> None:
         self.inner = audit
-        self.held: list[tuple[str, str, str, Mapping[str, Any]]] = []
+        self._held: ContextVar[_Held | None] = ContextVar(f"kg_held_{id(self)}", default=None)
+
+    def hold(self) -> None:
+        """Start holding for the current call (forgetting anything held before)."""
+        self._held.set([])
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> Any:
-        if kind == "approval.requested":
-            self.held.append((tenant_id, actor, kind, body))
+        held = self._held.get()
+        if kind == "approval.requested" and held is not None:
+            held.append((tenant_id, actor, kind, body))
             return None
         return self.inner.append(tenant_id, actor=actor, kind=kind, body=body)
 
-    def release(self) -> None:
-        for tenant_id, actor, kind, body in self.held:
-            self.inner.append(tenant_id, actor=actor, kind=kind, body=body)
-        self.held.clear()
+    def release(self, *, record: bool) -> None:
+        """Write what was held (``record``) or drop it."""
+        held = self._held.get() or []
+        if record:
+            for tenant_id, actor, kind, body in held:
+                self.inner.append(tenant_id, actor=actor, kind=kind, body=body)
+        held.clear()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
