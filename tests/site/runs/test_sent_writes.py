@@ -40,7 +40,7 @@ def _run_at(seq: int) -> None:
 
 
 def test_a_stale_save_in_a_held_transaction_is_refused_by_the_flush_at_the_latest():
-    """A save below the run's seq raises StaleCheckpointError by the end of the transaction; nothing of it lands."""
+    """A save below the run's seq raises StaleCheckpointError by the flush at the latest; none of it lands."""
     _run_at(3)
     checkpoints, _, _ = database_stores()
     group = checkpoints.commit_group
@@ -55,7 +55,7 @@ def test_a_stale_save_in_a_held_transaction_is_refused_by_the_flush_at_the_lates
 
 
 def test_the_writes_of_a_failed_transaction_are_refused_until_it_ends():
-    """After a refused sent write, later writes of the same held transaction raise too, and none of them lands."""
+    """After a refused sent write, later writes of the held transaction raise too; none of them lands."""
     require_postgres("SQLite runs each write at once: a refused one leaves the others to the flush")
     _run_at(3)
     checkpoints, _, audit = database_stores()
@@ -153,3 +153,22 @@ def test_a_step_on_postgresql_takes_at_most_nineteen_round_trips(tmp_path, monke
     assert connection.vendor == "postgresql"
     assert trips <= 19, trips
     assert Checkpoint.objects.filter(run_id="r1").count() == 9
+
+
+def test_a_sent_write_keeps_percent_signs_and_quotes_of_untrusted_text():
+    """Bound on the client, a value with %s, %(x)s, quotes and a NUL-free backslash is stored as given."""
+    _run_at(0)
+    checkpoints, _, audit = database_stores()
+    goal = "buy 100% of 'ACME'; -- %s %(x)s \\ \" ; DROP TABLE x"
+    state = _state(1).model_copy(update={"goal": goal})
+    group = checkpoints.commit_group
+    group.hold()
+    try:
+        checkpoints.save(state)
+        audit.append("t1", actor="test", kind="probe", body={"text": goal})
+    finally:
+        group.release()
+    loaded = checkpoints.load("t1", "r1")
+    assert loaded is not None and loaded.goal == goal
+    head = audit.head("t1")
+    assert head is not None and head.body == {"text": goal}
