@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -35,9 +34,6 @@ class DjangoAuditLog:
         self.clock: Clock = clock or SystemClock()
         self.commit_group = group
         """A ``runs.engine.commits.DjangoCommitGroup`` shared with a loop's other stores, or None."""
-
-    def _transaction(self) -> AbstractContextManager[Any]:
-        return self.commit_group.write() if self.commit_group is not None else transaction.atomic()
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
