@@ -138,7 +138,7 @@ class GatedToolNode(RunnableCallable):
 
     async def _afunc(self, input: Any, config: RunnableConfig) -> Any:
         message = self._last_ai_message(input)
-        ctx = self._context(config)
+        ctx = self._context(config, self._observations(input))
         out: list[ToolMessage] = []
         for call in message.tool_calls:
             out.append(
@@ -155,7 +155,19 @@ class GatedToolNode(RunnableCallable):
                 return message
         raise ConfigurationError("GatedToolNode found no AI message with tool calls")
 
-    def _context(self, config: RunnableConfig) -> CallContext:
+    def _observations(self, input: Any) -> tuple[str, ...]:
+        """The READ answers so far (untrusted text): they feed a tool's ``describe`` line only."""
+        messages = input if isinstance(input, list) else input.get(self.messages_key, [])
+        return tuple(
+            str(m.content)
+            for m in messages
+            if isinstance(m, ToolMessage)
+            and m.status == "success"
+            and (t := self.gateway.tool(str(m.name))) is not None
+            and t.side_effect is SideEffect.READ
+        )
+
+    def _context(self, config: RunnableConfig, observations: tuple[str, ...] = ()) -> CallContext:
         conf = config.get("configurable", {})
         tenant_id = self.tenant_id or conf.get("tenant_id")
         run_id = conf.get("thread_id")
@@ -167,6 +179,7 @@ class GatedToolNode(RunnableCallable):
             agent_id=self.agent_id,
             owner=str(conf.get("keelgate_owner") or self.owner),
             allowed_side_effects=self.allowed_side_effects,
+            observations=observations,
         )
 
     async def _one(self, ctx: CallContext, call_id: str, name: str, arguments: dict[str, Any]) -> ToolMessage:

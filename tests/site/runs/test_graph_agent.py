@@ -129,3 +129,19 @@ def test_the_runs_list_and_timeline_show_the_graph_run(operator, brokerage_path,
     page = client.get("/runs/t1/g1/")
     assert page.status_code == 200 and b"place_order" in page.content and b"get_quote" in page.content
     assert Checkpoint.objects.filter(tenant_id="t1", run_id="g1").count() >= 3
+
+
+def test_the_approval_card_describes_the_order_with_the_graphs_quote(operator, brokerage_path):
+    """The order's plain-words line uses the quote the graph read a step before (untrusted, display only)."""
+    approval = waiting_run(operator)
+    assert approval.impact.startswith("buy 7 ACME") and "101.5" in approval.impact.replace(",", "")
+
+
+def test_a_finished_graph_run_has_a_replay_page(operator, brokerage_path, client):
+    """The replay page of a done graph run renders (200, never a 500), from its Keelgate checkpoints."""
+    approval = waiting_run(operator)
+    approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve", note="ok")
+    drain(Worker(lease_seconds=30))
+    client.force_login(operator)
+    page = client.get("/runs/t1/g1/replay/")
+    assert page.status_code == 200
