@@ -22,6 +22,7 @@ from audit.models import ChainHead
 from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
+from sitekit import metrics
 from sitekit.db import insert_sql
 
 NOTIFY_CHANNEL = "keelgate_audit"
@@ -46,6 +47,7 @@ class DjangoAuditLog:
                 with connection.cursor() as cursor:
                     cursor.execute(insert_sql(EventRow, _EVENT_COLUMNS), _event_row(event, encoded))
                 _move_head(tenant_id, event.seq, event.hash)
+                transaction.on_commit(lambda: metrics.audit_appended(kind, body))
             return event
         with group.write():
             # The head stays locked until the commit, so once this transaction has read
@@ -62,6 +64,7 @@ class DjangoAuditLog:
             # (tenant, seq) constraint aborts the whole transaction.
             group.send(*_move_head_sql(tenant_id, event.seq, event.hash))
             memo[(_MEMO, tenant_id)] = (event.seq, event.hash)
+            transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
         return event
 
     def _event(
