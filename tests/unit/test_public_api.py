@@ -117,7 +117,7 @@ def test_seed_signatures_of_the_loop_methods():
 
 
 def test_the_engine_imports_without_django_or_any_extra():
-    """Importing every engine package loads no Django, Channels, ninja, LangGraph, Temporal, openai or OTel."""
+    """Importing every engine package loads no Django, Channels, ninja, LangGraph, Temporal, openai, OTel."""
     code = textwrap.dedent(
         """
         import sys
