@@ -63,7 +63,7 @@
     item.scrollIntoView({ block: "nearest" });
   }
 
-  /* Carry typed text and focus from an item's old forms to its new ones. */
+  /* Carry typed text (inputs, text areas, choices) and focus from an item's old forms to its new ones. */
   function carryOver(oldItem, newItem) {
     var focused = document.activeElement;
     var refocus = null;
@@ -71,7 +71,7 @@
       var kind = form.classList[0];
       var twinForm = kind ? newItem.querySelector("form." + CSS.escape(kind)) : null;
       if (!twinForm) return;
-      form.querySelectorAll("input[name]:not([type=hidden])").forEach(function (field) {
+      form.querySelectorAll("input[name]:not([type=hidden]), textarea[name], select[name]").forEach(function (field) {
         var byName = '[name="' + CSS.escape(field.name) + '"]';
         if (field.type === "radio" || field.type === "checkbox") {
           var twin = twinForm.querySelector(byName + '[value="' + CSS.escape(field.value) + '"]');

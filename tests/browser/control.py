@@ -277,7 +277,13 @@ def _inbox_handlers() -> dict[str, Any]:
     def drop_approvals(tool: str) -> int:
         return Approval.objects.filter(tenant_id="acme", tool=tool).delete()[0]
 
-    return {"many_approvals": many_approvals, "drop_approvals": drop_approvals}
+    def touch_run(run_id: str) -> int:
+        """An audit event naming the run: every open inbox re-renders the run's cards live."""
+        from audit.store import DjangoAuditLog
+
+        return DjangoAuditLog().append("acme", actor="test", kind="test.touch", body={"run_id": run_id}).seq
+
+    return {"many_approvals": many_approvals, "drop_approvals": drop_approvals, "touch_run": touch_run}
 
 
 if __name__ == "__main__":

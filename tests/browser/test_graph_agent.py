@@ -25,7 +25,7 @@ def test_a_graph_run_waits_in_the_inbox_and_finishes_once_approved(
     page.get_by_text("Start a run").click()
     form = page.locator(".start-run form")
     form.get_by_label("Agent").select_option("graph-trader")
-    form.get_by_label("Goal").fill("buy 3 ACME")
+    form.get_by_label("Goal").fill("buy 13 ACME")  # a quantity no other browser test orders
     form.get_by_role("button", name="Start run").click()
     page.wait_for_url(re.compile(r"/runs/acme/[0-9a-f]{32}/$"))
     run_id = page.url.rstrip("/").rsplit("/", 1)[1]
@@ -45,5 +45,5 @@ def test_a_graph_run_waits_in_the_inbox_and_finishes_once_approved(
     page.goto(f"{server.url}/runs/acme/{run_id}/")
     expect(page.locator("#run-status-value")).to_have_text("done", timeout=60000)
     page.screenshot(path=str(artifacts / "graph-run-done.png"), full_page=True)
-    orders = [e for e in server.control("ledger") if e["quantity"] == 3]
+    orders = [e for e in server.control("ledger") if e["quantity"] == 13]
     assert [(e["executions"], e["replays"]) for e in orders] == [(1, 0)]

@@ -70,6 +70,32 @@ def test_someone_else_settles_while_i_type_and_my_text_stays(server: Server, con
     bob.assert_clean()
 
 
+def test_a_live_rerender_keeps_what_was_typed_in_every_kind_of_field(server: Server, contexts: Any) -> None:
+    """A card replaced by a live update keeps the deny reason and a reconcile's result text area."""
+    server.control("set_mode", mode="fail")
+    try:
+        server.control("start_run", run_id="typed-u")
+        pk = server.control("approval", run_id="typed-u")["pk"]
+        alice = log_in(contexts(), server, "alice")
+        item(alice.page, pk).get_by_role("button", name="Approve").click()
+        unknown = server.control("unknown", run_id="typed-u")["pk"]
+    finally:
+        server.control("set_mode", mode="normal")
+    page = alice.page
+    card = item(page, unknown, "u")
+    expect(card).to_be_visible(timeout=10000)
+    card.get_by_label("Executed", exact=True).check()
+    card.locator("textarea[data-result]").fill('{"order_id": "PB-typed"}')
+    card.get_by_label("Note").fill("checked by phone")
+    card.evaluate("el => el.setAttribute('data-old', '1')")
+    server.control("touch_run", run_id="typed-u")
+    expect(card).not_to_have_attribute("data-old", "1", timeout=5000)  # the card was replaced
+    expect(card.locator("textarea[data-result]")).to_have_value('{"order_id": "PB-typed"}')
+    expect(card.get_by_label("Note")).to_have_value("checked by phone")
+    expect(card.get_by_label("Executed", exact=True)).to_be_checked()
+    alice.assert_clean()
+
+
 def test_while_disconnected_decisions_are_paused_and_a_banner_says_so(server: Server, contexts: Any) -> None:
     """Daphne stops: the banner shows and the buttons are disabled; it returns: both undone."""
     server.control("start_run", run_id="offline-2")
