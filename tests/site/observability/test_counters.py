@@ -50,3 +50,38 @@ def test_a_failed_webhook_attempt_counts_as_a_retry(operator, settings, brokerag
     assert attempted > 0
     assert sample("keelgate_webhook_attempts_total", result="retry") == before + attempted
     assert sample("keelgate_webhook_attempts_total", result="delivered") == delivered
+
+
+def test_a_worker_whose_lease_was_taken_over_counts_a_lease_loss_and_a_refused_write(
+    operator, brokerage_path
+):
+    """Worker A's claim is taken over by B; A's first write is refused: one loss, one refusal, no order."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.models import Approval
+    from approvals.services import approval_decide
+    from runs.agents.brokerage import PaperBrokerage
+    from runs.models import Run
+
+    run_start(tenant_id="t1", agent="paper-trader", goal="buy 7 ACME", user=operator, run_id="taken")
+    first = Worker(lease_seconds=30)
+    while first.run_once():
+        pass
+    approval = Approval.objects.get(tenant_id="t1", run_id="taken")
+    approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve", note="go")
+    worker_a, worker_b = (
+        Worker(lease_seconds=30, owner="worker-a"),
+        Worker(lease_seconds=30, owner="worker-b"),
+    )
+    claim_a = worker_a.claim()
+    assert claim_a is not None
+    Run.objects.filter(pk=claim_a.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert worker_b.claim() is not None  # B owns the run now (the epoch moved on)
+    losses = sample("keelgate_lease_losses_total")
+    refused = sample("keelgate_fenced_writes_refused_total")
+    worker_a.execute(claim_a)
+    assert sample("keelgate_lease_losses_total") == losses + 1
+    assert sample("keelgate_fenced_writes_refused_total") == refused + 1
+    assert PaperBrokerage().ledger() == []  # A's order never reached the brokerage
