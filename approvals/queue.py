@@ -14,7 +14,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -87,11 +87,6 @@ class InboxFilter:
         """A query string of this filter plus ``extra`` (None drops a key)."""
         params: dict[str, str] = {**self.params(), **{k: v for k, v in extra.items() if v}}
         return urlencode(params)
-
-    def without(self, name: str) -> InboxFilter:
-        """This filter with one criterion cleared (the "remove" link of a filter chip)."""
-        default = InboxFilter()
-        return replace(self, **{name: getattr(default, name)})
 
     def approvals(self, rows: QuerySet[Approval], *, now: datetime) -> QuerySet[Approval]:
         """``rows`` narrowed to this filter."""

@@ -257,6 +257,19 @@
     if (id === "approvals-items" || id === "unknowns-items") { if (offline) disableDecisions(evt.target, true); }
   });
 
+  /* A bulk decision's answer names the cards it settled: drop those still shown (the live
+     stream may have removed them first, so this is not an out-of-band swap that could miss). */
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target || target.id !== "bulk-result") return;
+    target.querySelectorAll("[data-bulk-gone]").forEach(function (marker) {
+      marker.getAttribute("data-bulk-gone").split(" ").forEach(function (id) {
+        var card = id ? $(id) : null;
+        if (card) card.remove();
+      });
+    });
+  });
+
   /* Our own decision responses and out-of-band flashes. */
   document.addEventListener("htmx:afterSwap", pruneFlashes);
   document.addEventListener("htmx:oobAfterSwap", pruneFlashes);

@@ -121,6 +121,23 @@ def test_while_disconnected_decisions_are_paused_and_a_banner_says_so(server: Se
     assert all(e.startswith(expected) for e in alice.errors), alice.errors
 
 
+def test_a_filtered_page_receives_only_matching_items_live(server: Server, contexts: Any) -> None:
+    """Filtered to one run: another run's new approval stays away; the filtered run's arrives live."""
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    page.goto(f"{server.url}/?run=live-wanted")
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    page.evaluate("window.__stayed = true")
+    server.control("start_run", run_id="live-other")
+    other = server.control("approval", run_id="live-other")["pk"]
+    server.control("start_run", run_id="live-wanted")
+    wanted = server.control("approval", run_id="live-wanted")["pk"]
+    expect(item(page, wanted)).to_be_visible(timeout=5000)
+    expect(item(page, other)).to_have_count(0)
+    assert page.evaluate("window.__stayed === true"), "the page reloaded"
+    alice.assert_clean()
+
+
 def test_question_mark_opens_the_help_and_escape_closes_it(server: Server, contexts: Any) -> None:
     """? shows the keys on every page; Esc closes it and the keys work again."""
     alice = log_in(contexts(), server, "alice")

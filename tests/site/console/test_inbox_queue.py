@@ -109,6 +109,13 @@ def test_filters_narrow_both_sections_and_pages_keep_them(people, as_user):
     assert card_ids(one) == [other[0].pk]
 
 
+def test_a_filtered_page_asks_its_socket_for_the_same_filter_and_page(people, as_user):
+    """The websocket URL carries the page's filter and cursor, so live items match what is shown."""
+    html = as_user("op").get("/", {"tool": "transfer", "high_impact": "1"}).content.decode()
+    assert 'ws-connect="/ws/inbox/?items=1&amp;tool=transfer&amp;high_impact=1"' in html
+    assert 'ws-connect="/ws/inbox/?items=1"' in as_user("op").get("/").content.decode()
+
+
 def test_high_impact_and_expiring_filters_show_approvals_only(people, as_user):
     """Those describe approvals: unknown outcomes are hidden, and the page says why."""
     make_approvals(2)
