@@ -30,7 +30,7 @@ from langgraph.types import Command
 
 from keelgate.canonical import canonical_sha256
 from keelgate.contrib.langgraph import GatedToolNode
-from keelgate.gateway import Gateway, Grants
+from keelgate.gateway import Gateway
 from keelgate.idempotency import derive_key
 from keelgate.loop import (
     ActionOutcome,
@@ -45,7 +45,7 @@ from keelgate.loop import (
 from runs.agents import Agent
 from runs.engine.fencing import Fence
 from runs.engine.graph_saver import site_saver
-from runs.engine.loops import database_stores
+from runs.engine.loops import agent_gateway, database_stores
 
 _PHASE_OF_NODE = {"tools": Phase.ACT}
 """The tools node acts; every other node (the model, routing) plans."""
@@ -66,14 +66,7 @@ async def drive_graph(
     """Start, resume or continue the run's graph until it ends, waits for a person, or is stopped."""
     assert agent.graph is not None
     checkpoints, idempotency, audit = database_stores(fence)
-    gateway = Gateway(
-        agent.tools,
-        grants=Grants({agent.name: agent.grants}),
-        idempotency=idempotency,
-        audit=audit,
-        policy=agent.policy,
-        lease_seconds=lease_seconds,
-    )
+    gateway = agent_gateway(agent, idempotency=idempotency, audit=audit, lease_seconds=lease_seconds)
     node = GatedToolNode(gateway, agent_id=agent.name, tenant_id=tenant_id, owner=owner)
     graph = agent.graph(node).compile(checkpointer=site_saver(tenant_id=tenant_id, fence=fence))
     config: Any = {"configurable": {"thread_id": run_id, "keelgate_owner": owner}}

@@ -40,14 +40,7 @@ def build_loop(
     if isinstance(agent, str):
         agent = load_agent(agent)
     checkpoints, idempotency, audit = database_stores(fence)
-    gateway = Gateway(
-        agent.tools,
-        grants=Grants({agent.name: agent.grants}),
-        idempotency=idempotency,
-        audit=audit,
-        policy=agent.policy,
-        lease_seconds=lease_seconds,
-    )
+    gateway = agent_gateway(agent, idempotency=idempotency, audit=audit, lease_seconds=lease_seconds)
     return Loop(
         planner=agent.planner,
         gateway=gateway,
@@ -60,4 +53,18 @@ def build_loop(
         should_stop=should_stop,
         loop_type=loop_type,
         allowed_side_effects=allowed_side_effects,
+    )
+
+
+def agent_gateway(
+    agent: Agent, *, idempotency: DjangoIdempotencyStore, audit: DjangoAuditLog, lease_seconds: float
+) -> Gateway:
+    """The agent's tools, grants and approval policy behind one gateway (native and graph runs)."""
+    return Gateway(
+        agent.tools,
+        grants=Grants({agent.name: agent.grants}),
+        idempotency=idempotency,
+        audit=audit,
+        policy=agent.policy,
+        lease_seconds=lease_seconds,
     )
