@@ -14,7 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bench._common import SCRATCH, progress
 
-DB_NAME = "keelgate_bench"
+DB_NAME = os.environ.get("BENCH_PG_DB", "keelgate_bench")
+"""``BENCH_PG_DB`` names another one: two benchmark runs on one server drop each other's."""
 ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/test")
 
 _state: dict[str, object] = {}
