@@ -448,10 +448,20 @@ class Loop(DecisionsMixin):
 
         A completed key replays its result; an abandoned one (settled as not executed)
         must never run again, so a deliberate re-plan of that call gets the next attempt.
+
+        Only a key this run already planned can be in the store: every key is written
+        ahead in a checkpoint before anything claims it, and a key names its run. So a
+        key no action of the state carries is new without asking the store (a round
+        trip per planned call on a database). Were the checkpoints lost while the keys
+        were kept, the old key is reused, which errs on the safe side: it replays or
+        stays refused, and never runs a second time.
         """
+        planned = {action.idempotency_key for action in state.actions}
         attempt = 0
         while True:
             key = derive_key(state.tenant_id, state.run_id, tool, arguments, attempt=attempt)
+            if key not in planned:
+                return key
             record = self.gateway.idempotency.get(state.tenant_id, key)
             if record is None or record.status is not KeyStatus.ABANDONED:
                 return key

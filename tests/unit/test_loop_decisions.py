@@ -278,3 +278,33 @@ async def test_a_write_that_raises_is_an_unknown_outcome(world):
     assert result.stop_reason is StopReason.OUTCOME_UNKNOWN
     outcome = result.state.action("1-1").outcome
     assert outcome.code == "outcome_unknown" and outcome.detail == "ConnectionResetError"
+
+
+async def test_planning_new_calls_asks_the_key_store_nothing(world, monkeypatch):
+    """A call no action of the run carries has a new key: no read of the key store per planned call."""
+    w = world([act(quote(), buy()), answer("done")])
+    loop = w.loop()
+    reads: list[str] = []
+    get = type(w.keys).get
+    monkeypatch.setattr(
+        type(w.keys), "get", lambda self, tenant, key: reads.append(key) or get(self, tenant, key)
+    )
+    result = await w.start(loop)
+    assert result.goal_reached and len(result.state.actions) == 2
+    assert reads == []
+
+
+async def test_re_planning_a_planned_call_asks_the_key_store(world, monkeypatch):
+    """The same call planned again in the run reads its key: completed replays, abandoned moves on."""
+    w = world([act(buy()), act(buy()), answer("done")])
+    loop = w.loop()
+    reads: list[str] = []
+    get = type(w.keys).get
+    monkeypatch.setattr(
+        type(w.keys), "get", lambda self, tenant, key: reads.append(key) or get(self, tenant, key)
+    )
+    result = await w.start(loop)
+    first, second = result.state.actions
+    assert reads == [first.idempotency_key]
+    assert second.idempotency_key == first.idempotency_key and second.outcome.replayed
+    assert w.ledger.count() == 1
