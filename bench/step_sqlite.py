@@ -10,17 +10,21 @@ step.
 
 A second pass repeats the comparison with ``synchronous=OFF`` on every connection: no
 fsync, so what remains is the engines' CPU and SQLite's own work.
+
+Bytes per step on disk are measured over untimed steps: the pages in use (``dbstat``) of
+Keelgate's one file and of LangGraph's, before and after.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from typing import Any
 
 from bench._common import CommitCounter, Row, SqliteFloor, interleave, median, progress, quick, scratch
 from bench._dbos import DbosStep
-from bench._scenario import SqliteKeelgate, SqliteLangGraph, langgraph_step, run_step
+from bench._scenario import TENANT, SqliteKeelgate, SqliteLangGraph, langgraph_step, run_step
 
 BENCH = "1. step, SQLite"
 BENCH_OFF = "1b. step, SQLite, synchronous=OFF"
@@ -62,6 +66,54 @@ def count_commits(
     }
 
 
+def _pages(path: str, table: str | None = None) -> int:
+    """Bytes of the pages in use in ``path`` (one table and its indexes if named), by ``dbstat``."""
+    conn = sqlite3.connect(path)
+    try:
+        if table is None:
+            row = conn.execute("SELECT sum(pgsize) FROM dbstat").fetchone()
+        else:
+            row = conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name = ?1"
+                " OR name IN (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1)",
+                (table,),
+            ).fetchone()
+    finally:
+        conn.close()
+    return int(row[0] or 0)
+
+
+def storage(k: SqliteKeelgate, g: SqliteLangGraph, steps: int) -> dict[str, float]:
+    """Bytes per step on disk (untimed): the pages ``steps`` new runs add to each file.
+
+    Keelgate: its one file (checkpoints, keys, audit), and the checkpoint table alone with
+    the JSON it holds. LangGraph: its file. Pages are 4 kB, so ``steps`` is large enough
+    to make that grain small.
+    """
+    k_path = k.checkpoints.path
+    g_path = g.conn.execute("PRAGMA database_list").fetchone()[2]
+    known = set(k.checkpoints.runs(TENANT))
+    before, before_ck = _pages(k_path), _pages(k_path, "checkpoints")
+
+    async def go() -> None:
+        for _ in range(steps):
+            await run_step(k.loop)
+
+    asyncio.run(go())
+    keelgate, checkpoints = _pages(k_path) - before, _pages(k_path, "checkpoints") - before_ck
+    new = [r for r in k.checkpoints.runs(TENANT) if r not in known]
+    json_bytes = sum(len(s.to_json()) for r in new for s in k.checkpoints.history(TENANT, r))
+    lg_before = _pages(g_path)
+    for _ in range(steps):
+        langgraph_step(g.graph)
+    return {
+        "keelgate_bytes": keelgate / steps,
+        "keelgate_checkpoint_bytes": checkpoints / steps,
+        "keelgate_json_bytes": json_bytes / steps,
+        "langgraph_bytes": (_pages(g_path) - lg_before) / steps,
+    }
+
+
 def _set_sync(conns: list[Any], mode: str) -> None:
     for conn in conns:
         conn.execute(f"PRAGMA synchronous = {mode}")
@@ -86,6 +138,12 @@ def run() -> list[Row]:
                 f"{BENCH}: Keelgate commits {counts['keelgate_commits']:.1f}/step "
                 f"({counts['files_commits']:.1f} on three files), "
                 f"LangGraph {counts['langgraph_commits']:.1f}/step"
+            )
+            sizes = storage(k, g, 100 if quick() else 400)
+            progress(
+                f"{BENCH}: bytes/step on disk: Keelgate {sizes['keelgate_bytes']:.0f} (checkpoint"
+                f" table {sizes['keelgate_checkpoint_bytes']:.0f}, checkpoint JSON"
+                f" {sizes['keelgate_json_bytes']:.0f}); LangGraph {sizes['langgraph_bytes']:.0f}"
             )
 
             def timed(engine: SqliteKeelgate) -> Any:
@@ -136,7 +194,7 @@ def run() -> list[Row]:
                 values = interleave(
                     name, {**cases, "dbos": dbos_case} if passes == "FULL" else cases, rounds=rounds
                 )
-                rows.extend(_rows(name, values, counts, commits, batch))
+                rows.extend(_rows(name, values, counts, commits, batch, sizes if passes == "FULL" else None))
             _set_sync([*k.connections().values(), *files.connections().values(), g.conn, floor.db], "FULL")
         finally:
             runner.close()
@@ -149,7 +207,12 @@ def run() -> list[Row]:
 
 
 def _rows(
-    name: str, values: dict[str, list[float]], counts: dict[str, Any], commits: int, batch: int
+    name: str,
+    values: dict[str, list[float]],
+    counts: dict[str, Any],
+    commits: int,
+    batch: int,
+    sizes: dict[str, float] | None = None,
 ) -> list[Row]:
     km, bm, lm, fm = (median(values[n]) for n in ("keelgate", "keelgate_files", "langgraph", "floor"))
     common = {"batch": batch}
@@ -184,6 +247,7 @@ def _rows(
                 "statements_per_step": counts["keelgate_statements"],
                 "vs_langgraph": km / lm,
                 "vs_floor": km / fm,
+                **_sizes(sizes, "keelgate"),
             },
         ),
         Row(
@@ -215,6 +279,7 @@ def _rows(
                 **common,
                 "commits_per_step": counts["langgraph_commits"],
                 "statements_per_step": counts["langgraph_statements"],
+                **_sizes(sizes, "langgraph"),
             },
         ),
         Row(
@@ -233,3 +298,14 @@ def _rows(
     ]
     rows.extend(dbos)  # after Keelgate's row: the table's first row per pass stays Keelgate's
     return rows
+
+
+def _sizes(sizes: dict[str, float] | None, system: str) -> dict[str, Any]:
+    """The storage figures of one system for its row (the FULL pass only)."""
+    if sizes is None:
+        return {}
+    out: dict[str, Any] = {"bytes_per_step": round(sizes[f"{system}_bytes"])}
+    if system == "keelgate":
+        out["checkpoint_table_bytes_per_step"] = round(sizes["keelgate_checkpoint_bytes"])
+        out["checkpoint_json_bytes_per_step"] = round(sizes["keelgate_json_bytes"])
+    return out
