@@ -21,6 +21,7 @@ round trips. SQLite (in-process, no round trips) runs every statement at once.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -30,7 +31,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from runs.engine.fencing import Fence, check_fence, fence_check, fence_sql
+from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
+from runs.engine.fencing import Fence, check_fence, fence_refusing
 
 
 @dataclass(frozen=True)
@@ -148,16 +150,26 @@ class DjangoCommitGroup:
             raise txn.failed
         txn.pending.append((txn.binder.mogrify(sql, params), check))
 
-    def query(self, sql: str, params: Sequence[Any]) -> Result:
-        """A statement whose answer is needed now, sent with every write waiting before it."""
+    def query(self, sql: str, params: Sequence[Any], *, then_flush: bool = False) -> Result:
+        """A statement whose answer is needed now, sent with every write waiting before it.
+
+        ``then_flush``: the caller makes its writes durable right after (a key claim,
+        before its tool runs), so the transaction ends here, its commit in the same
+        message when nothing is left to check on the client.
+        """
         txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
-            return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
+            result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
+            if then_flush:
+                self.flush()
+            return result
         if txn.failed is not None:
             raise txn.failed
-        result = self._send(txn, last=txn.binder.mogrify(sql, params))
-        assert result is not None
-        return result
+        answer = self._send(txn, last=txn.binder.mogrify(sql, params), commit=then_flush)
+        if then_flush:  # a failure above is left to the flush, which rolls back
+            self._end(txn, rollback=False)
+        assert answer is not None
+        return answer
 
     # -- the transaction ----------------------------------------------------------
 
@@ -178,8 +190,8 @@ class DjangoCommitGroup:
                 conn.execute_wrappers.append(self._before_query)
         if txn.fenced or self.fence is None:
             return
-        if txn.conn.vendor == "postgresql":  # checked with the first answers, before the commit
-            self.send(fence_sql(), [self.fence.tenant_id, self.fence.run_id], fence_check(self.fence))
+        if txn.conn.vendor == "postgresql":  # checked by the server: the commit may go with it
+            self.send(*fence_refusing(self.fence))
         else:
             check_fence(self.fence)
         txn.fenced = True  # its row lock lasts until the commit
@@ -222,15 +234,12 @@ class DjangoCommitGroup:
             parts.append("COMMIT")
         txn.sending = True
         try:
-            with txn.conn.cursor() as cursor:
-                cursor.execute("; ".join(parts))
-                results = []
-                for _ in parts:
-                    rows = cursor.fetchall() if cursor.description else []
-                    results.append(Result(cursor.rowcount, rows))
-                    cursor.nextset()
+            results = self._execute_raw(txn, "; ".join(parts))
         except BaseException as exc:
-            txn.failed = exc
+            refused = _refusal(exc)
+            txn.failed = refused or exc
+            if refused is not None:
+                raise refused from exc
             raise
         finally:
             txn.sending = False
@@ -244,8 +253,45 @@ class DjangoCommitGroup:
             raise
         return answers[len(pending)] if last is not None else None
 
+    def _execute_raw(self, txn: _Txn, text: str) -> list[Result]:
+        """Run ``text`` (bound already) on the psycopg cursor, past Django's cursor wrapper.
+
+        That wrapper's per-call work (async-safety checks, connection lookups) was a
+        tenth of a step's Python; its database-error translation and any execute
+        wrappers but this group's own (the benchmarks count queries with one) still apply.
+        """
+        cursor = txn.binder
+        conn = txn.conn
+
+        def run(sql: str, params: Any, many: bool, context: Any) -> list[Result]:
+            cursor.execute(sql)
+            results = []
+            while True:
+                rows = cursor.fetchall() if cursor.description else []
+                results.append(Result(cursor.rowcount, rows))
+                if not cursor.nextset():
+                    return results
+
+        executor: Callable[..., list[Result]] = run
+        for wrapper in reversed(conn.execute_wrappers):
+            if wrapper != self._before_query:
+                executor = functools.partial(wrapper, executor)
+        with conn.wrap_database_errors:
+            return executor(text, None, False, {"connection": conn, "cursor": cursor})
+
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_REFUSALS: dict[str, type[StoreError]] = {e.code: e for e in (LeaseLostError, StaleCheckpointError)}
+
+
+def _refusal(exc: BaseException) -> StoreError | None:
+    """The engine's error for a ``keelgate_refuse`` raised by the server, else None."""
+    diag = getattr(exc.__cause__ or exc, "diag", None)
+    message = getattr(diag, "message_primary", None) or ""
+    if not message.startswith("keelgate:"):
+        return None
+    error = _REFUSALS.get(message.removeprefix("keelgate:"))
+    return None if error is None else error(getattr(diag, "message_detail", None) or "")
 
 
 def _execute(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Result:

@@ -10,7 +10,6 @@ GC pause) past its lease and woke after another took over is refused with
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,15 +43,6 @@ def check_fence(fence: Fence | None) -> None:
     _compare(fence, None if row is None else row[0])
 
 
-def fence_check(fence: Fence) -> Callable[[Any], None]:
-    """The check of :func:`fence_sql`'s result, for a write sent ahead of its answer."""
-
-    def check(result: Any) -> None:
-        _compare(fence, result.rows[0][0] if result.rows else None)
-
-    return check
-
-
 def _compare(fence: Fence, epoch: int | None) -> None:
     if epoch != fence.epoch:
         raise LeaseLostError(f"{fence.run_id} epoch {fence.epoch} is not {epoch}")
@@ -61,6 +51,25 @@ def _compare(fence: Fence, epoch: int | None) -> None:
 def fence_sql() -> str:
     """The run's epoch, locked until the commit: ``%s`` tenant, run."""
     return _lock_epoch(connection.vendor)
+
+
+def fence_refusing(fence: Fence) -> tuple[str, list[Any]]:
+    """PostgreSQL: lock the run's row and refuse on the server unless the epoch is ``fence``'s.
+
+    Nothing is left to check on the client, so a transaction's commit can travel with
+    it (``keelgate_refuse``, migration ``runs.0004``): a lost lease fails the statement,
+    and the rest of its message, the commit included, is skipped.
+    """
+    params = [fence.tenant_id, fence.run_id, fence.epoch, f"{fence.run_id} epoch {fence.epoch} is not "]
+    return _REFUSING_FENCE, params
+
+
+_REFUSING_FENCE = (
+    f'WITH f AS (SELECT "lease_epoch" FROM "{Run._meta.db_table}"'
+    ' WHERE "tenant_id" = %s AND "run_id" = %s FOR UPDATE)'
+    " SELECT CASE WHEN (SELECT lease_epoch FROM f) IS NOT DISTINCT FROM %s THEN 1"
+    " ELSE keelgate_refuse('lease_lost', %s || coalesce((SELECT lease_epoch FROM f)::text, 'None')) END"
+)
 
 
 @functools.cache

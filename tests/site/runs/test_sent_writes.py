@@ -172,3 +172,27 @@ def test_a_sent_write_keeps_percent_signs_and_quotes_of_untrusted_text():
     assert loaded is not None and loaded.goal == goal
     head = audit.head("t1")
     assert head is not None and head.body == {"text": goal}
+
+
+def test_a_lost_lease_is_refused_by_the_server_and_nothing_of_its_transaction_lands():
+    """The server checks the fence (keelgate_refuse): LeaseLostError names both epochs; no write lands."""
+    require_postgres("SQLite checks the fence on the client, at once")
+    from keelgate.errors import LeaseLostError
+    from runs.engine.fencing import Fence
+
+    _run_at(0)
+    Run.objects.filter(run_id="r1").update(lease_epoch=2)
+    checkpoints, _, audit = database_stores(Fence("t1", "r1", 1))
+    group = checkpoints.commit_group
+    group.hold()
+    try:
+        with pytest.raises(LeaseLostError, match="r1 epoch 1 is not 2"):
+            checkpoints.save(_state(1))
+            audit.append("t1", actor="test", kind="probe", body={})  # its head lock sends the fence
+        with pytest.raises(LeaseLostError):
+            checkpoints.save(_state(2))  # the failed transaction refuses its later writes
+    finally:
+        group.release()
+    assert not Checkpoint.objects.filter(run_id="r1").exists()
+    assert audit.head("t1") is None
+    assert Run.objects.get(run_id="r1").seq == 0
