@@ -117,6 +117,10 @@ class SqliteDatabase:
             self._open_by = None
             self._lock.release()
 
+    def barrier(self) -> None:
+        """Commit: the open transaction holds the file's write lock from its first write."""
+        self.flush()
+
     def release(self) -> None:
         """Flush, and stop holding (each :meth:`hold` needs one release)."""
         try:

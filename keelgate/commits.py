@@ -2,11 +2,15 @@
 
 A step writes a checkpoint, audit events and idempotency keys. When the three stores
 write through one transaction (one SQLite file, one Django database), the loop holds
-a :class:`CommitGroup` while it drives a run and flushes it at every *barrier*: before
-anything outside the process runs (a planner, a tool, a verifier, a confirmer, a
-context source), right after a plan (paid for, and write-ahead), and right after a
-WRITE's key is completed. Between barriers nothing can observe the pending writes, so
-a crash loses only work that had no effect outside and is simply redone on resume.
+a :class:`CommitGroup` while it drives a run. It flushes it where a write must be
+durable: right after a plan (paid for, and write-ahead), before a WRITE tool runs (its
+key's claim), and right after a WRITE's key is completed. Before other code outside the
+process runs (a planner, a READ tool, a verifier, a confirmer, a context source) it
+passes a *barrier*: nothing may wait there holding a lock, so a group whose writes took
+one (an open SQLite transaction, a PostgreSQL row lock) commits them, and a group whose
+writes have not yet reached the database may keep them for its next flush. Between
+flushes nothing can observe the pending writes, so a crash loses only work that had no
+effect outside and is simply redone on resume.
 Stores on separate files each commit on their own, exactly as before.
 
 A store takes part by being a :class:`GroupedStore`: it offers the group its writes go
@@ -30,7 +34,14 @@ class CommitGroup(Protocol):
         """Start grouping the caller's writes."""
 
     def flush(self) -> None:
-        """Make every grouped write durable now (a barrier)."""
+        """Make every grouped write durable now."""
+
+    def barrier(self) -> None:
+        """Outside code runs next: flush, unless the grouped writes hold nothing yet.
+
+        Writes that have not reached the database (bound on the client, waiting to be
+        sent) hold no lock, and may wait for the next flush; anything else is flushed.
+        """
 
     def release(self) -> None:
         """Flush, and stop grouping."""
@@ -61,6 +72,9 @@ class _NoGroup:
         pass
 
     def flush(self) -> None:
+        pass
+
+    def barrier(self) -> None:
         pass
 
     def release(self) -> None:

@@ -256,15 +256,22 @@ class Gateway:
             return min(self.lease_seconds, tool.timeout + self.lease_grace)
         return self.lease_seconds
 
-    def _flush(self) -> None:
-        """A barrier for a loop grouping commits (keelgate.commits): make its writes durable."""
+    def _group(self) -> CommitGroup:
+        """The commit group of a loop grouping this gateway's writes (keelgate.commits)."""
         ids = (id(self.idempotency), id(self.audit))
         if self._group_of is None or self._group_of[0] != ids:
             self._group_of = (ids, shared_group(self.idempotency, self.audit))
-        self._group_of[1].flush()
+        return self._group_of[1]
+
+    def _flush(self) -> None:
+        """Make the grouped writes durable now."""
+        self._group().flush()
 
     async def _invoke(self, tool: Tool, arguments: BaseModel, ctx: CallContext, action: PlannedAction) -> Any:
-        self._flush()  # the key claim (and all before it) is durable before the tool runs
+        if tool.side_effect is SideEffect.READ:
+            self._group().barrier()  # outside code runs; a READ needs nothing durable first
+        else:
+            self._flush()  # the key claim (and all before it) is durable before the tool runs
         call = ToolCall(
             tenant_id=ctx.tenant_id,
             run_id=ctx.run_id,

@@ -612,7 +612,7 @@ class DecisionsMixin:
         """Ask the confirmer; only a definite True or False settles the action."""
         if self.confirmer is None or self._may_be_running(state, action) is not None:
             return False
-        self.commit_group.flush()  # a barrier: the confirmer is outside
+        self.commit_group.barrier()  # the confirmer is outside
         try:
             answer: Any = self.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)
             if inspect.isawaitable(answer):

@@ -267,7 +267,7 @@ class Loop(DecisionsMixin):
                 return result
 
     async def _plan(self, state: LoopState) -> LoopResult | None:
-        self.commit_group.flush()  # a barrier: context sources and the planner are outside
+        self.commit_group.barrier()  # context sources and the planner are outside
         extra = await self._context_items(state)
         request = PlanRequest(
             tenant_id=state.tenant_id,
@@ -390,7 +390,7 @@ class Loop(DecisionsMixin):
             actions=tuple(state.actions),
             observations=tuple(a.outcome.output for a in state.actions if a.outcome.output),
         )
-        self.commit_group.flush()  # a barrier: the verifier is outside
+        self.commit_group.barrier()  # the verifier is outside
         try:
             raw: Any = self.verifier.verify(request)
             if inspect.isawaitable(raw):

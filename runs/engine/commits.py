@@ -17,6 +17,12 @@ soon as the answers are back and always before the commit; a failed check rolls 
 whole transaction back. ``BEGIN`` travels with the first message and ``COMMIT`` with the
 last one when no check is outstanding, so a transaction of any size costs one or two
 round trips. SQLite (in-process, no round trips) runs every statement at once.
+
+At a barrier (``keelgate.commits``: outside code runs next) writes that were only bound
+on the client hold no lock, so :meth:`DjangoCommitGroup.barrier` parks them outside any
+transaction and sends them with the next flush: the checkpoints a step saves before
+its next plan commit with the plan, one fsync fewer per step. A crash meanwhile loses
+them, as it loses any unflushed write; they had no effect outside and are redone.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ class _Txn:
 
 
 class DjangoCommitGroup:
-    """One database transaction per stretch between a loop's barriers.
+    """One database transaction per stretch between a loop's flushes.
 
     Writes by the holding thread join it; other threads (Django gives each its own
     connection) write as before. A write that raises inside the held transaction
@@ -89,7 +95,11 @@ class DjangoCommitGroup:
     def flush(self) -> None:
         txn = self._txn()
         if txn is None:
-            return
+            if not getattr(self._local, "parked", None):
+                return
+            self._begin()  # the writes parked at a barrier
+            txn = self._txn()
+            assert txn is not None
         if txn.failed is not None:
             self._end(txn, rollback=True)
             return
@@ -100,6 +110,31 @@ class DjangoCommitGroup:
             raise
         self._end(txn, rollback=False)
 
+    def barrier(self) -> None:
+        """Outside code runs next: park what holds nothing yet, else flush.
+
+        Writes bound on the client but never sent (PostgreSQL, no ``BEGIN`` yet) hold no
+        lock: they leave Django's transaction (so outside code on this connection runs
+        as if they did not exist) and go with the next flush, saving its commit. Once
+        anything was sent, or a callback waits for the commit, the barrier flushes.
+        """
+        txn = self._txn()
+        if txn is None:
+            return
+        parkable = (
+            txn.conn.vendor == "postgresql"
+            and txn.outermost
+            and txn.failed is None
+            and not txn.conn.run_on_commit
+            and txn.conn.connection.info.transaction_status == _IDLE
+        )
+        if not parkable:
+            self.flush()
+            return
+        self._local.parked = (txn.pending, txn.fenced)
+        txn.pending = []
+        self._end(txn, rollback=False)  # nothing reached the server: nothing to commit
+
     def release(self) -> None:
         try:
             self.flush()
@@ -108,6 +143,7 @@ class DjangoCommitGroup:
 
     def discard(self) -> None:
         txn = self._txn()
+        self._local.parked = None
         try:
             if txn is not None:
                 self._end(txn, rollback=True)
@@ -141,6 +177,9 @@ class DjangoCommitGroup:
     def send(self, sql: str, params: Sequence[Any], check: Check | None = None) -> None:
         """A write inside :meth:`write` whose result is only checked, later, before the commit."""
         txn = self._txn()
+        if txn is None and getattr(self._local, "parked", None):
+            self._begin()  # the group's own reads see the writes parked at a barrier
+            txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
             result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
             if check is not None:
@@ -158,6 +197,9 @@ class DjangoCommitGroup:
         message when nothing is left to check on the client.
         """
         txn = self._txn()
+        if txn is None and getattr(self._local, "parked", None):
+            self._begin()  # the group's own reads see the writes parked at a barrier
+            txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
             result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
             if then_flush:
@@ -188,6 +230,10 @@ class DjangoCommitGroup:
                 conn.ensure_connection()
                 txn.binder = conn.connection.cursor()
                 conn.execute_wrappers.append(self._before_query)
+            parked = getattr(self._local, "parked", None)
+            if parked:
+                self._local.parked = None
+                txn.pending, txn.fenced = parked
         if txn.fenced or self.fence is None:
             return
         if txn.conn.vendor == "postgresql":  # checked by the server: the commit may go with it

@@ -114,6 +114,21 @@ def test_a_stores_own_error_leaves_the_group_as_it_was(tmp_path: Path) -> None:
         world.close()
 
 
+def test_a_barrier_commits_on_sqlite_where_the_first_write_holds_the_lock(tmp_path: Path) -> None:
+    """Outside code must not run while the file is locked: an SQLite group's barrier is a flush."""
+    path = tmp_path / "one.sqlite3"
+    with SqliteStores(path) as stores:
+        commits = Commits(stores.database.conn)
+        stores.database.hold()
+        stores.audit.append("t", actor="a", kind="k", body={})
+        stores.database.barrier()
+        assert commits.count == 1 and _events(path) == 1
+        with _other(path) as other:  # the lock is free for another writer
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        stores.database.release()
+
+
 def test_discard_drops_unflushed_writes_as_a_crash_would(tmp_path: Path) -> None:
     path = tmp_path / "one.sqlite3"
     with SqliteStores(path) as stores:
