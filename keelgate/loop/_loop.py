@@ -34,6 +34,7 @@ from keelgate.errors import (
     PlannerError,
     RunExistsError,
     RunNotFoundError,
+    StaleCheckpointError,
 )
 from keelgate.gateway import ALL_SIDE_EFFECTS, READ_ONLY, Gateway, SideEffect
 from keelgate.gateway._gateway import CallContext
@@ -151,10 +152,13 @@ class Loop(DecisionsMixin):
         trace_id: str | None = None,
         stop: StopConditions | None = None,
     ) -> LoopResult:
-        """Start a new run. Refuses an id that already has a checkpoint."""
+        """Start a new run. Refuses an id that already has a checkpoint.
+
+        The refusal is the store's: the first checkpoint (seq 1) of an id that has one
+        is not newer, so the save refuses it, and the ``run.started`` event with it.
+        No read first: a database store spends a round trip on one.
+        """
         run_id = run_id or uuid.uuid4().hex
-        if self.checkpoints.load(tenant_id, run_id) is not None:
-            raise RunExistsError(run_id)
         conditions = stop or self.stop or DEFAULT_STOP
         now = self.clock.now()
         state = LoopState(
@@ -171,15 +175,18 @@ class Loop(DecisionsMixin):
         )
         self._tick_at = self.clock.monotonic()
         with self._grouped():
-            self._save(state)
-            opted_in = sorted(e.value for e in self.allowed_side_effects - READ_ONLY)
-            if self.loop_type is LoopType.MONITOR and opted_in:
-                # A monitor is READ-only unless its caller opted in: the chain says so.
-                self._audit(
-                    state, "run.started", loop_type=state.loop_type.value, side_effects_opt_in=opted_in
-                )
-            else:
-                self._audit(state, "run.started", loop_type=state.loop_type.value)
+            try:
+                self._save(state)
+                opted_in = sorted(e.value for e in self.allowed_side_effects - READ_ONLY)
+                if self.loop_type is LoopType.MONITOR and opted_in:
+                    # A monitor is READ-only unless its caller opted in: the chain says so.
+                    self._audit(
+                        state, "run.started", loop_type=state.loop_type.value, side_effects_opt_in=opted_in
+                    )
+                else:
+                    self._audit(state, "run.started", loop_type=state.loop_type.value)
+            except StaleCheckpointError as exc:  # raised by the save, or with the next round trip
+                raise RunExistsError(run_id) from exc
             return await self._drive(state, conditions)
 
     async def resume(

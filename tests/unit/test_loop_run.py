@@ -58,9 +58,11 @@ async def test_run_refuses_an_id_that_already_has_a_checkpoint(world):
     loop = w.loop()
     await w.start(loop)
     before = w.checkpoints.load("t1", "run-1")
+    events = len(list(w.audit.events("t1")))
     with pytest.raises(RunExistsError):
         await loop.run(goal="again", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="run-1")
     assert w.checkpoints.load("t1", "run-1") == before
+    assert len(list(w.audit.events("t1"))) == events  # no second run.started
 
 
 async def test_resume_of_a_missing_run_raises_run_not_found(world):
