@@ -29,7 +29,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "3": ("bench.workers", "worker throughput, PostgreSQL"),
     "4": ("bench.audit_chain", "audit chain appends and verification"),
     "5": ("bench.live", "live inbox latency"),
-    "6": ("bench.live", "API throughput"),
+    "6": ("bench.api_load", "API throughput"),
     "7": ("bench.sigkill", "duplicates under SIGKILL"),
     "8": ("bench.inbox_page", "inbox page at 10,000 pending approvals, PostgreSQL"),
     "9": ("bench.graph_sigkill", "a LangGraph graph under SIGKILL: ToolNode against GatedToolNode"),
@@ -42,8 +42,6 @@ def _load(number: str) -> Callable[[], list[Row]]:
     module = importlib.import_module(BENCHES[number][0])
     if number == "5":
         return module.run_inbox  # type: ignore[no-any-return]
-    if number == "6":
-        return module.run_api  # type: ignore[no-any-return]
     return module.run  # type: ignore[no-any-return]
 
 

@@ -1,140 +1,288 @@
-"""Throughput of ``GET /api/v1/runs`` under a local load generator, against Daphne.
+"""6. API throughput: req/s and p99 of the REST API under load, against the same server's floor.
 
-    .venv/bin/python bench/api_load.py                      # PostgreSQL, wrk if installed
-    .venv/bin/python bench/api_load.py --db sqlite --tool python --duration 10
+    QUICK=1 .venv/bin/python -m bench --only 6          # as part of the table
+    .venv/bin/python -m bench.api_load --topologies 1,1+pool,2+pool --duration 5
 
-Sets up a scratch database (PostgreSQL ``keelgate_api_load`` beside ``BENCH_PG_URL``,
-dropped at the end; or a SQLite file in a temporary folder), migrates it, seeds a
-tenant with ``--runs`` runs and an API key (made by ``create_api_key``), starts one
-Daphne process with production settings (``KEELGATE_DEBUG=0``) and the rate limit off,
-then loads ``GET /api/v1/runs?limit=N`` with ``wrk`` (``apt-get install wrk``) or, with
-``--tool python``, an asyncio + httpx generator of the same shape (``--connections``
-concurrent keep-alive connections for ``--duration`` seconds). Prints requests/s and
-p50/p99 latency, and the exact load command. Only loopback is ever addressed.
+For each topology (``BENCH_API_TOPOLOGIES``, default ``1,1+pool,2+pool``: one Daphne
+with the site's defaults, a new database connection per request; one Daphne with a
+psycopg connection pool, ``KEELGATE_DB_POOL=8``; two Daphne, each with its pool,
+sharing one listening socket as ``keelgate_serve --web-processes 2`` starts them) the
+same three loads run interleaved over rounds, each for a fixed time on 16 keep-alive
+connections (``BENCH_API_CONNECTIONS``, as the issue's table):
+
+- ``GET /api/v1/runs`` (a page of 50) with an API key;
+- ``POST /api/v1/approvals/{id}/approve`` with an API key, a different waiting approval
+  per request (copies of one real waiting run: its Run, checkpoint and inbox rows under
+  new run ids, made in bulk beforehand);
+- the floor: ``GET`` of an unknown ``/api/v1/`` path, the server's JSON 404 (middleware,
+  routing and the error handler; no database).
+
+The load generator is ``wrk`` when it is on ``PATH`` (``apt-get install wrk``; a Lua
+script gives each approve request its own id), else an asyncio HTTP/1.1 generator of
+the same shape, which itself takes a good part of a core on a small machine. Every
+row reports its ratio to the floor of the same server measured in the same rounds, p50
+and p99 over every request of the rounds, the server processes' CPU per request, and
+any status other than the expected one (200; 404 for the floor). Django runs with
+production settings (``KEELGATE_DEBUG=0``), the in-memory channel layer and cache, and
+the API rate limit off; ``BENCH_API_ENV`` (``NAME=value,...``) adds settings to the
+server processes only, e.g. ``KEELGATE_DB_POOL=0`` to measure without the pool. Only
+loopback is ever addressed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
+import gc
 import os
 import re
 import shutil
-import socket
+import signal
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
+import urllib.error
 import urllib.request
+import uuid
+from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/test")
-PG_DB = "keelgate_api_load"
+from bench import _pg
+from bench._common import Row, interleave, median, progress, quick
 
-SEED = """
-from django.contrib.auth import get_user_model
-from runs.services import run_start
-user = get_user_model().objects.get(username="bench")
-for n in range({runs}):
-    goal, run_id = f"buy {{n + 1}} ACME", f"run-{{n:05d}}"
-    run_start(tenant_id="bench", agent="paper-trader", goal=goal, user=user, run_id=run_id)
-"""
+BENCH = "6. API throughput"
+APPROVE_BODY = b'{"note": ""}'
+MAX_RATE = 200
+"""Approve requests per second one round can use at most: that many waiting approvals are made."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+DEFAULT = "1,1+pool+cache,2+pool+cache"
+POOL_SIZE = "8"
+"""``KEELGATE_DB_POOL`` of a ``+pool`` topology, as ``keelgate_serve`` gives its web processes."""
+CACHE_SECONDS = "5"
+"""``KEELGATE_API_KEY_CACHE_SECONDS`` of a ``+cache`` topology (the site's default)."""
 
 
-def _pg_admin(sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def _manage(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+def _topology(text: str) -> tuple[int, dict[str, str]]:
+    """``"2+pool+cache"``: two Daphne processes, each with a connection pool and the key cache;
+    ``"1"``: one, a new database connection per request and a key lookup per request."""
+    n, *flags = text.split("+")
+    unknown = set(flags) - {"pool", "cache"}
+    if unknown:
+        raise ValueError(f"unknown topology flags {sorted(unknown)} in {text!r}")
+    return int(n), {
+        "KEELGATE_DB_POOL": POOL_SIZE if "pool" in flags else "0",
+        "KEELGATE_API_KEY_CACHE_SECONDS": CACHE_SECONDS if "cache" in flags else "0",
+    }
 
 
-def _environment(db: str, scratch: Path) -> dict[str, str]:
-    if db == "postgres":
-        parts = urlsplit(PG_ADMIN_URL)
-        url = urlunsplit((parts.scheme, parts.netloc, f"/{PG_DB}", "", ""))
-    else:
-        url = f"sqlite:///{scratch / 'keelgate.sqlite3'}"
-    env = dict(os.environ)
-    env.update(
-        {
-            "DATABASE_URL": url,
-            "DJANGO_SETTINGS_MODULE": "keelgate_site.settings",
-            "KEELGATE_VAR_DIR": str(scratch),
-            "KEELGATE_PAPER_BROKERAGE": str(scratch / "brokerage.sqlite3"),
-            "KEELGATE_DEBUG": "0",
-            "KEELGATE_SECRET_KEY": "bench-only-secret-key-0123456789abcdef0123456789abcdef",
-            "KEELGATE_AUDIT_SIGNING_KEY": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-            "KEELGATE_SSL_REDIRECT": "0",
-            "KEELGATE_ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "KEELGATE_API_RATE_LIMIT": "0",
-            "KEELGATE_LOG_LEVEL": "WARNING",
-        }
-    )
-    env.pop("REDIS_URL", None)
-    return env
+def _cached(topology: str) -> bool:
+    return _topology(topology)[1]["KEELGATE_API_KEY_CACHE_SECONDS"] != "0"
+
+
+def _title(topology: str) -> str:
+    n, env = _topology(topology)
+    pool = f"pool of {env['KEELGATE_DB_POOL']}" if env["KEELGATE_DB_POOL"] != "0" else "no pool"
+    cache = "key cache" if env["KEELGATE_API_KEY_CACHE_SECONDS"] != "0" else "no key cache"
+    return f"{n} Daphne, {pool}, {cache}"
+
+
+def _options() -> dict[str, Any]:
+    return {
+        "topologies": [
+            t.strip() for t in os.environ.get("BENCH_API_TOPOLOGIES", DEFAULT).split(",") if t.strip()
+        ],
+        "tool": os.environ.get("BENCH_API_TOOL") or ("wrk" if shutil.which("wrk") else "python"),
+        "duration": float(os.environ.get("BENCH_API_DURATION") or (2 if quick() else 5)),
+        "connections": int(os.environ.get("BENCH_API_CONNECTIONS") or 16),
+        "rounds": int(os.environ.get("BENCH_API_ROUNDS") or (3 if quick() else 5)),
+        "env": dict(
+            item.split("=", 1) for item in os.environ.get("BENCH_API_ENV", "").split(",") if "=" in item
+        ),
+    }
+
+
+# -- the servers ----------------------------------------------------------------------------------
 
 
 def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes], key: str) -> None:
-    deadline = time.monotonic() + 60
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("daphne exited")
-        try:
-            with urllib.request.urlopen(request, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} never answered")
+class Servers:
+    """``n`` Daphne processes on one listening socket, as ``keelgate_serve --web-processes n``."""
+
+    def __init__(self, n: int, extra_env: dict[str, str]) -> None:
+        from keelgate_site.management.commands.keelgate_serve import daphne_on_socket, listening_socket
+
+        self.n = n
+        self.sock = listening_socket("127.0.0.1", 0)
+        self.port = int(self.sock.getsockname()[1])
+        env = {**os.environ, **_pg.django_env(), **extra_env}
+        env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the web server keeps Django's guard
+        self.log = _pg.scratch_dir() / f"daphne-{n}.log"
+        self._out = self.log.open("ab")
+        self.procs = daphne_on_socket(
+            self.sock,
+            n,
+            env=env,
+            extra=["-v", "1", "--access-log", os.devnull],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+        _pg.on_teardown(self.stop)
+        deadline = time.monotonic() + 120
+        # Each process logs "Listening on" once it accepts; until then the others take all.
+        while self.log.read_text(errors="replace").count("Listening on") < n:
+            if any(p.poll() is not None for p in self.procs) or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"Daphne did not start: {self.log.read_text()[-800:]}")
+            time.sleep(0.1)
+        with contextlib.suppress(urllib.error.HTTPError):  # the JSON 404: Django answers
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/bench-ready", timeout=10)
+        progress(f"{BENCH}: {n} Daphne process(es) up on port {self.port}")
+
+    def cpu(self) -> float:
+        return sum(_cpu_seconds(p.pid) for p in self.procs)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.sock.close()
+        self._out.close()
 
 
-def _run_wrk(url: str, key: str, args: argparse.Namespace) -> tuple[str, float, float, float]:
+# -- the load generators --------------------------------------------------------------------------
+
+
+_WRK_SCRIPT = """
+local ids = {%(ids)s}
+local threads = %(threads)d
+local expected = %(expected)d
+local headers = {%(headers)s}
+local body = %(body)s
+local method = "%(method)s"
+local path = "%(path)s"
+local count = 0
+local all = {}
+
+function setup(thread)
+  thread:set("tid", count)
+  count = count + 1
+  table.insert(all, thread)
+end
+
+function init(args)
+  n = tid + 1
+  ok = 0
+  other = 0
+  codes = ""
+end
+
+function request()
+  local p = path
+  if #ids > 0 then
+    local id = ids[n] or ids[#ids]  -- used up: an approval already decided, answered 409
+    n = n + threads
+    p = string.format(path, id)
+  end
+  return wrk.format(method, p, headers, body)
+end
+
+function response(status, hdrs, b)
+  if status == expected then
+    ok = ok + 1
+  else
+    other = other + 1
+    if other <= 5 then
+      codes = codes .. status .. ":" .. (string.match(b or "", '"code": *"([%%w_]+)"') or "-") .. " "
+    end
+  end
+end
+
+function done(summary, latency, requests)
+  local o, c = 0, ""
+  for _, t in ipairs(all) do
+    o = o + t:get("other")
+    c = c .. t:get("codes")
+  end
+  io.write(string.format("unexpected: %%d [%%s]\\n", o, c))
+end
+"""
+
+
+def _lua_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _wrk(
+    port: int,
+    method: str,
+    path: str,
+    token: str | None,
+    expected: int,
+    duration: float,
+    connections: int,
+    scratch: Path,
+    ids: list[int] | None = None,
+) -> dict[str, Any]:
+    """One wrk load; returns req/s, latency percentiles (ms), unexpected responses and the command."""
+    threads = 2
+    headers = {"Content-Type": "application/json"} if method == "POST" else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    script = scratch / f"wrk-{uuid.uuid4().hex[:8]}.lua"
+    script.write_text(
+        _WRK_SCRIPT
+        % {
+            "ids": ",".join(str(i) for i in ids or []),
+            "threads": threads,
+            "expected": expected,
+            "headers": ", ".join(f"[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()),
+            "body": _lua_string(APPROVE_BODY.decode()) if method == "POST" else "nil",
+            "method": method,
+            "path": path.replace("{id}", "%d"),
+        }
+    )
     command = [
         "wrk",
-        f"-t{args.threads}",
-        f"-c{args.connections}",
-        f"-d{args.duration}s",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration:g}s",
         "--latency",
-        "-H",
-        f"Authorization: Bearer {key}",
-        url,
+        "-s",
+        str(script),
+        f"http://127.0.0.1:{port}{path.replace('{id}', '1') if ids is None else ''}",
     ]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    print(out)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _wrk_ms(re.search(r"\s50%\s+([\d.]+\w+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _wrk_ms(re.search(r"\s99%\s+([\d.]+\w+)", out).group(1))  # type: ignore[union-attr]
-    shown = (
-        " ".join(command)
-        .replace(key, "$KEY")
-        .replace("Authorization: Bearer $KEY", "'Authorization: Bearer $KEY'")
-    )
-    return shown, rps, p50, p99
+    script.unlink()
+    unexpected = re.search(r"unexpected: (\d+) \[([^\]]*)\]", out)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50": _wrk_ms(re.search(r"\s50%\s+([\d.]+\w+)", out).group(1)),  # type: ignore[union-attr]
+        "p99": _wrk_ms(re.search(r"\s99%\s+([\d.]+\w+)", out).group(1)),  # type: ignore[union-attr]
+        "requests": int(re.search(r"(\d+) requests in", out).group(1)),  # type: ignore[union-attr]
+        "unexpected": int(unexpected.group(1)) if unexpected else 0,
+        "codes": unexpected.group(2).split() if unexpected else [],
+        "socket_errors": sum(int(g) for g in errors.groups()) if errors else 0,
+        "command": f"wrk -t{threads} -c{connections} -d{duration:g}s --latency -s <script: {method} {path}>",
+    }
 
 
 def _wrk_ms(text: str) -> float:
@@ -142,135 +290,330 @@ def _wrk_ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
 
 
-def _run_python(url: str, key: str, args: argparse.Namespace) -> tuple[str, float, float, float]:
-    import httpx
+def _raw_request(method: str, path: str, token: str | None) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: keep-alive"]
+    if token:
+        lines.append(f"Authorization: Bearer {token}")
+    body = b""
+    if method == "POST":
+        body = APPROVE_BODY
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
+
+async def _python_load(
+    port: int, requests: list[bytes], duration: float, connections: int
+) -> tuple[list[float], dict[int, int], float]:
+    """Keep-alive connections sending ``requests`` in turn (the last one again once used up)."""
     latencies: list[float] = []
-    errors = 0
+    statuses: dict[int, int] = {}
+    queue = list(reversed(requests))
+    deadline = time.perf_counter() + duration
 
-    async def one_connection(client: httpx.AsyncClient, stop_at: float) -> None:
-        nonlocal errors
-        while time.perf_counter() < stop_at:
-            began = time.perf_counter()
-            response = await client.get(url)
-            latencies.append((time.perf_counter() - began) * 1000)
-            errors += response.status_code != 200
+    async def connection() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while time.perf_counter() < deadline:
+                request = queue.pop() if len(queue) > 1 else queue[0]
+                t = time.perf_counter()
+                writer.write(request)
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                fields = {
+                    k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:] if h)
+                }
+                if "content-length" in fields:
+                    await reader.readexactly(int(fields["content-length"]))
+                elif fields.get("transfer-encoding") == "chunked":
+                    while size := int((await reader.readuntil(b"\r\n")).strip(), 16):
+                        await reader.readexactly(size + 2)
+                    await reader.readexactly(2)
+                latencies.append((time.perf_counter() - t) * 1000)
+                status = int(head[0].split()[1])
+                statuses[status] = statuses.get(status, 0) + 1
+                if fields.get("connection", "").lower() == "close":
+                    writer.close()
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        finally:
+            writer.close()
 
-    async def main() -> float:
-        limits = httpx.Limits(max_connections=args.connections, max_keepalive_connections=args.connections)
-        headers = {"Authorization": f"Bearer {key}"}
-        async with httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
-            began = time.perf_counter()
-            stop_at = began + args.duration
-            await asyncio.gather(*(one_connection(client, stop_at) for _ in range(args.connections)))
-            return time.perf_counter() - began
+    start = time.perf_counter()
+    await asyncio.gather(*(connection() for _ in range(connections)))
+    return latencies, statuses, time.perf_counter() - start
 
-    elapsed = asyncio.run(main())
-    if errors:
-        print(f"{errors} responses were not 200")
-    cuts = statistics.quantiles(latencies, n=100)
-    shown = f"python bench/api_load.py --tool python -c {args.connections} -d {args.duration}  ({url})"
-    return shown, len(latencies) / elapsed, cuts[49], cuts[98]
+
+def _python(
+    port: int,
+    method: str,
+    path: str,
+    token: str | None,
+    expected: int,
+    duration: float,
+    connections: int,
+    scratch: Path,
+    ids: list[int] | None = None,
+) -> dict[str, Any]:
+    requests = (
+        [_raw_request(method, path.replace("{id}", str(i)), token) for i in ids]
+        if ids
+        else [_raw_request(method, path, token)]
+    )
+    latencies, statuses, elapsed = asyncio.run(_python_load(port, requests, duration, connections))
+    cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    other = {s: c for s, c in statuses.items() if s != expected}
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50": cuts[49],
+        "p99": cuts[98],
+        "requests": len(latencies),
+        "unexpected": sum(other.values()),
+        "codes": [str(s) for s in other],
+        "socket_errors": 0,
+        "command": f"asyncio HTTP/1.1 generator, {connections} connections, {duration:g}s: {method} {path}",
+    }
+
+
+# -- data -----------------------------------------------------------------------------------------
+
+
+def _user(tenant_slug: str, username: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    from tenants.models import Membership, Role, Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        Membership.objects.create(user=user, tenant=tenant, role=Role.ADMIN)
+    return user
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    return {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if not f.primary_key}
+
+
+def _waiting_approvals(user: Any, tenant: str, n: int) -> list[int]:
+    """``n`` approvals to decide: copies of one real waiting run under new run ids (untimed).
+
+    The Run rows are copied in bulk; each copy's checkpoint is the template's latest
+    state with the new run id, saved through the checkpoint store (whatever its row
+    format), whose inbox projection makes the copy's approval; deciding a copy reads and
+    writes that copy only.
+    """
+    from django.db import transaction
+
+    from approvals.models import Approval
+    from keelgate.loop import LoopState
+    from runs.engine.stores import DjangoCheckpointStore
+    from runs.engine.worker import Worker
+    from runs.models import Run
+    from runs.services import run_start
+
+    template, _ = run_start(tenant_id=tenant, agent="paper-trader", goal="buy 10 ACME", user=user)
+    Worker(poll_seconds=0.01).serve(once=True)
+    gc.collect()
+    run = Run.objects.get(pk=template.pk)
+    state = DjangoCheckpointStore().load(tenant, run.run_id)
+    if state is None:
+        raise RuntimeError("the template run saved no checkpoint")
+    text = state.to_json()
+    made: list[int] = []
+    for start in range(0, n, 500):
+        ids = [uuid.uuid4().hex for _ in range(min(500, n - start))]
+        with transaction.atomic():
+            Run.objects.bulk_create([Run(**{**_fields(run), "run_id": rid, "seq": 0}) for rid in ids])
+            store = DjangoCheckpointStore()
+            for rid in ids:
+                store.save(LoopState.from_json(text.replace(run.run_id, rid)))
+        # The store's inbox projection made each copy's approval, as for a real run.
+        made += Approval.objects.filter(tenant_id=tenant, run_id__in=ids, status="pending").values_list(
+            "pk", flat=True
+        )
+    if len(made) != n:
+        raise RuntimeError(f"{len(made)} waiting approvals made, {n} wanted")
+    return made
+
+
+def _queries_per_request(token: str, approval_id: int) -> dict[str, int]:
+    """SQL queries one request makes, counted in this process with Django's test client."""
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.get("/api/v1/runs")  # the key's first use is written once (last_used_at)
+    counts = {}
+    for name, call in (
+        ("runs", lambda: client.get("/api/v1/runs")),
+        (
+            "approve",
+            lambda: client.post(
+                f"/api/v1/approvals/{approval_id}/approve", data=APPROVE_BODY, content_type="application/json"
+            ),
+        ),
+        ("floor", lambda: client.get("/api/v1/bench-floor")),
+    ):
+        with CaptureQueriesContext(connection) as captured:
+            response = call()
+        if response.status_code >= 500:
+            raise RuntimeError(f"{name}: HTTP {response.status_code}")
+        counts[name] = len(captured.captured_queries)
+    return counts
+
+
+# -- the benchmark --------------------------------------------------------------------------------
+
+
+_LABELS = {
+    "runs": "GET /api/v1/runs (page of 50), API key",
+    "approve": "POST /api/v1/approvals/{id}/approve, API key",
+    "floor": "floor: GET unknown /api/v1/ path (JSON 404, no database)",
+}
+
+
+def _measure(
+    topology: str, opts: dict[str, Any], token: str, pool: list[int], scratch: Path
+) -> tuple[dict[str, list[float]], dict[str, list[dict[str, Any]]]]:
+    """One topology: its servers up, a warm-up, the interleaved rounds, its servers down."""
+    n, topology_env = _topology(topology)
+    servers = Servers(n, {**topology_env, **opts["env"]})
+    load = _wrk if opts["tool"] == "wrk" else _python
+    per_round = int(MAX_RATE * opts["duration"])
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in _LABELS}
+    shapes = {
+        "runs": ("GET", "/api/v1/runs", token, 200),
+        "approve": ("POST", "/api/v1/approvals/{id}/approve", token, 200),
+        "floor": ("GET", "/api/v1/bench-floor", None, 404),
+    }
+
+    def case(name: str, keep: bool = True) -> float:
+        method, path, tok, expected = shapes[name]
+        ids = [pool.pop() for _ in range(min(per_round, len(pool) - 1))] if name == "approve" else None
+        before = servers.cpu()
+        got = load(
+            servers.port, method, path, tok, expected, opts["duration"], opts["connections"], scratch, ids
+        )
+        got["cpu"] = servers.cpu() - before
+        if keep:
+            results[name].append(got)
+        return float(got["rps"])
+
+    try:
+        for name in shapes:  # warm-up: connections, caches, PostgreSQL's buffers
+            case(name, keep=False)
+        cases: dict[str, Callable[[], float]] = {name: functools.partial(case, name) for name in shapes}
+        values = interleave(f"{BENCH}, {topology}", cases, rounds=opts["rounds"])
+    finally:
+        servers.stop()
+    if any(g["unexpected"] for got in results.values() for g in got):
+        errors = [ln for ln in servers.log.read_text(errors="replace").splitlines() if '"ERROR"' in ln]
+        progress(f"{BENCH}, {topology}: unexpected responses; the server logged {len(errors)} errors")
+        for line in errors[:3]:
+            progress(f"  {line[:1500]}")
+    return values, results
+
+
+def run() -> list[Row]:
+    why = _pg.reachable()
+    if why:
+        return [Row(BENCH, f"not measured: {why}", "", "", None)]
+    opts = _options()
+    _pg.setup_django()
+    from tenants.api_keys import api_key_create
+    from tenants.models import Tenant
+
+    user = _user("api", "bench-api")
+    _, token = api_key_create(tenant=Tenant.objects.get(slug="api"), user=user, name="bench")
+    needed = int(MAX_RATE * opts["duration"]) * (opts["rounds"] + 1) * len(opts["topologies"]) + 2
+    pool = _waiting_approvals(user, "api", needed)
+    from django.test import override_settings
+
+    queries = {}
+    for cached in (False, True):
+        with override_settings(KEELGATE_API_KEY_CACHE_SECONDS=float(CACHE_SECONDS) if cached else 0):
+            queries[cached] = _queries_per_request(token, pool.pop())
+    progress(
+        f"{BENCH}: {len(pool)} approvals to decide; queries per request {queries}; {opts['tool']},"
+        f" {opts['connections']} connections, {opts['duration']:g}s x {opts['rounds']} rounds;"
+        f" server settings added: {opts['env'] or 'none'}"
+    )
+    rows: list[Row] = []
+    first: dict[str, float] = {}
+    for topology in opts["topologies"]:
+        values, results = _measure(topology, opts, token, pool, _pg.scratch_dir())
+        floor = median(values["floor"])
+        for name, label in _LABELS.items():
+            got = results[name]
+            m = median(values[name])
+            requests = sum(g["requests"] for g in got)
+            cpu_ms = sum(g["cpu"] for g in got) * 1000 / max(1, requests)
+            unexpected = sum(g["unexpected"] + g["socket_errors"] for g in got)
+            codes = sorted({c for g in got for c in g["codes"]})
+            p50 = median([g["p50"] for g in got])
+            p99 = median([g["p99"] for g in got])
+            worst = max(g["p99"] for g in got)
+            first.setdefault(name, m)
+            rows.append(
+                Row(
+                    BENCH,
+                    f"{_title(topology)}: {label}",
+                    "throughput",
+                    "req/s",
+                    m,
+                    values[name],
+                    ratio=floor / m if name != "floor" else None,
+                    ratio_to="floor req/s / this" if name != "floor" else "",
+                    extra={
+                        "topology": topology,
+                        "tool": opts["tool"],
+                        "connections": opts["connections"],
+                        "p50_ms": p50,
+                        "p99_ms": p99,
+                        "p99_worst_round_ms": worst,
+                        "of_floor": m / floor,
+                        "server_cpu_ms_per_request": cpu_ms,
+                        "unexpected_responses": unexpected,
+                        "unexpected_codes": codes,
+                        "queries_per_request": queries[_cached(topology)].get(name),
+                        "scaling": m / first[name] if topology != opts["topologies"][0] else None,
+                        "command": got[0]["command"],
+                    },
+                    note=f"p50 {p50:.1f} ms, p99 {p99:.1f} ms (worst round {worst:.0f}); {m / floor:.2f} of"
+                    f" the floor; server CPU {cpu_ms:.1f} ms/request"
+                    + (f"; {unexpected} unexpected responses {codes}" if unexpected else ""),
+                )
+            )
+    return rows
 
 
 def main() -> None:
-    """Set up, load, report, tear down."""
+    """Bench 6 alone, with its options as flags."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--db", choices=["postgres", "sqlite"], default="postgres")
-    parser.add_argument(
-        "--tool", choices=["wrk", "python"], default="wrk" if shutil.which("wrk") else "python"
-    )
-    parser.add_argument("--runs", type=int, default=200, help="runs seeded in the tenant")
-    parser.add_argument("--limit", type=int, default=50, help="page size of GET /runs")
-    parser.add_argument("-d", "--duration", type=int, default=20, help="seconds of load")
-    parser.add_argument("-c", "--connections", type=int, default=16)
-    parser.add_argument("-t", "--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument(
-        "--conn-max-age",
-        type=int,
-        default=None,
-        help="override CONN_MAX_AGE (the site opens a new database connection per request: 0)",
-    )
+    parser.add_argument("--topologies", default=None, help=f"e.g. {DEFAULT}")
+    parser.add_argument("--tool", choices=["wrk", "python"], default=None)
+    parser.add_argument("-d", "--duration", type=float, default=None, help="seconds per load")
+    parser.add_argument("-c", "--connections", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--env", default=None, help="NAME=value,... for the server processes")
     args = parser.parse_args()
+    for flag, name in (
+        ("topologies", "BENCH_API_TOPOLOGIES"),
+        ("tool", "BENCH_API_TOOL"),
+        ("duration", "BENCH_API_DURATION"),
+        ("connections", "BENCH_API_CONNECTIONS"),
+        ("rounds", "BENCH_API_ROUNDS"),
+        ("env", "BENCH_API_ENV"),
+    ):
+        if getattr(args, flag) is not None:
+            os.environ[name] = str(getattr(args, flag))
+    from bench.__main__ import render
 
-    scratch = Path(tempfile.mkdtemp(prefix="keelgate-api-load-"))
-    env = _environment(args.db, scratch)
-    if args.conn_max_age is not None:
-        # A settings module of the benchmark's own, so the site's settings stay untouched.
-        (scratch / "bench_settings.py").write_text(
-            "from keelgate_site.settings import *  # noqa: F403\n"
-            f"DATABASES['default']['CONN_MAX_AGE'] = {args.conn_max_age}  # noqa: F405\n"
-        )
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(scratch), str(ROOT), env.get("PYTHONPATH", "")])
-        )
-        env["DJANGO_SETTINGS_MODULE"] = "bench_settings"
-    if args.db == "postgres":
-        _pg_admin(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-        _pg_admin(f"CREATE DATABASE {PG_DB}")
-    server: subprocess.Popen[bytes] | None = None
     try:
-        _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "keelgate_tenant", "bench")
-        _manage(
-            env,
-            "keelgate_operator",
-            "bench",
-            "--tenant",
-            "bench",
-            "--role",
-            "admin",
-            "--password",
-            "pw-bench-1",
-        )
-        _manage(env, "shell", "-c", SEED.format(runs=args.runs))
-        key = _manage(env, "create_api_key", "--tenant", "bench", "--user", "bench").strip().splitlines()[-1]
-        port = _free_port()
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "keelgate_site.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}/api/v1/runs?limit={args.limit}"
-        _wait(url, server, key)
-        # Warm up: connections, Django's caches, PostgreSQL's buffers.
-        for _ in range(50):
-            urllib.request.urlopen(
-                urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
-            ).read()
-        cpu_before = _cpu_seconds(server.pid)
-        shown, rps, p50, p99 = (_run_wrk if args.tool == "wrk" else _run_python)(url, key, args)
-        cpu_after = _cpu_seconds(server.pid)
-        age = "site default" if args.conn_max_age is None else args.conn_max_age
-        print(f"database:    {args.db}, {args.runs} runs, {args.limit} per page, CONN_MAX_AGE {age}")
-        print(f"load:        {shown}")
-        print(f"throughput:  {rps:.0f} requests/s")
-        print(f"latency:     p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-        served = rps * args.duration
-        print(
-            f"server CPU:  {(cpu_after - cpu_before) * 1000 / served:.1f} ms per request (Daphne's user"
-            f" + system time; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
-        )
+        rows = run()
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
-        if args.db == "postgres":
-            _pg_admin(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-        shutil.rmtree(scratch, ignore_errors=True)
+        _pg.teardown()
+    print(render(rows))
 
 
 if __name__ == "__main__":

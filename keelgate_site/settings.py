@@ -117,7 +117,11 @@ WSGI_APPLICATION = "keelgate_site.wsgi.application"
 ASGI_APPLICATION = "keelgate_site.asgi.application"
 
 # KEELGATE_DB_CONN_MAX_AGE: seconds a process keeps its database connection (checked
-# before reuse); 0, the default, opens one per request (docs/deploy.md: what it measured).
+# before reuse); 0, the default, opens one per request. Under Daphne it saves nothing:
+# Django runs each request's sync code in a thread of its own (asgiref), and a kept
+# connection belongs to a thread. KEELGATE_DB_POOL=N (PostgreSQL) gives the process a
+# psycopg pool of up to N connections instead, which any thread borrows for a request:
+# what web processes want (keelgate_serve sets 8; docs/deploy.md, bench 6).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'keelgate.sqlite3'}",
@@ -139,6 +143,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 else:
     # One test database per test process, so two suites on one machine never collide.
     DATABASES["default"]["TEST"] = {"NAME": f"test_keelgate_{os.getpid()}"}
+    _POOL = int(os.environ.get("KEELGATE_DB_POOL", "0"))
+    if _POOL > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses a pool with persistent connections
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(2, _POOL),
+            "max_size": _POOL,
+        }
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CHANNEL_LAYERS = {
@@ -284,6 +295,8 @@ KEELGATE_API_RATE_LIMIT = int(os.environ.get("KEELGATE_API_RATE_LIMIT", "600"))
 """Requests per API key per window (0 turns the limit off); over it, 429 with Retry-After."""
 KEELGATE_API_RATE_WINDOW = int(os.environ.get("KEELGATE_API_RATE_WINDOW", "60"))
 """The rate limit's window, in seconds."""
+KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "5"))
+"""A verified API key is remembered per process this long (0: off): a revoked key works at most this long."""
 KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))
 """Failed API authentications per client address per window; past it, 429 ``auth_rate_limited``."""
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import OuterRef, Q, Subquery
+from django.dispatch import Signal
 from django.utils import timezone
 
 from sitekit.errors import NotAMemberError
@@ -26,10 +27,13 @@ __all__ = [
     "VerifiedKey",
     "api_key_create",
     "api_key_revoke",
+    "api_key_revoked",
     "api_key_verify",
 ]
 
 _TOKEN = re.compile(r"kg_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
+api_key_revoked = Signal()
+"""Sent after a revocation (an UPDATE, which sends no post_save): caches forget the key."""
 _TOUCH_EVERY = timedelta(minutes=1)
 """``last_used_at`` is written at most this often, not on every request."""
 
@@ -95,5 +99,6 @@ def api_key_verify(*, token: str) -> VerifiedKey | None:
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
     """Revoke ``key`` from now on (a no-op for a key already revoked)."""
     ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    api_key_revoked.send(sender=ApiKey, key=key)
     key.refresh_from_db()
     return key

@@ -3,12 +3,19 @@
 Migrates, creates the demo (``keelgate_demo``), then serves the console with Daphne on
 127.0.0.1:8000 (``--bind``; with DEBUG on, loopback only) and runs a ``keelgate_worker``
 and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on Ctrl-C.
+
+``--web-processes N`` starts N Daphne processes on one listening socket that this
+command binds and hands to each (Daphne's ``--fd``); the kernel spreads connections
+between them. One Daphne runs Django's sync views on one thread under one GIL, so a
+process uses about one core: N processes use N (bench 6 measures 1 against 2).
+Several processes need ``REDIS_URL`` (one channel layer and one rate-limit count).
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +25,34 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+DAPHNE_APP = "keelgate_site.asgi:application"
+WEB_POOL_SIZE = "8"
+"""``KEELGATE_DB_POOL`` of each web process on PostgreSQL unless the environment sets it."""
+
+
+def listening_socket(bind: str, port: int, backlog: int = 1024) -> socket.socket:
+    """A bound, listening TCP socket that child processes inherit (port 0: any free one)."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((bind.strip("[]"), port))
+    sock.listen(backlog)
+    sock.set_inheritable(True)
+    return sock
+
+
+def daphne_on_socket(
+    sock: socket.socket,
+    processes: int,
+    *,
+    env: dict[str, str] | None = None,
+    extra: list[str] | None = None,
+    **popen: Any,
+) -> list[subprocess.Popen[bytes]]:
+    """Start ``processes`` Daphne serving the site on ``sock``, which each inherits."""
+    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *(extra or []), DAPHNE_APP]
+    return [subprocess.Popen(command, env=env, pass_fds=(sock.fileno(),), **popen) for _ in range(processes)]
+
 
 class Command(BaseCommand):
     help = "Migrate, create the demo, and run Daphne plus a worker until Ctrl-C."
@@ -26,6 +61,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--bind", default="127.0.0.1", help="the address Daphne listens on")
         parser.add_argument("--password", help="the demo operator's password")
+        parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=1,
+            help="Daphne processes sharing the listening socket (more than 1 needs REDIS_URL)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if settings.DEBUG and options["bind"] not in settings.LOOPBACK_HOSTS:
@@ -38,20 +79,20 @@ class Command(BaseCommand):
         # The demo above drove a worker in this process, which lifts Django's async-safety
         # guard (see runs/engine/worker.py); the web server must keep it.
         web_env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
+        if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+            # Daphne opens a connection per request otherwise (docs/deploy.md, bench 6).
+            web_env.setdefault("KEELGATE_DB_POOL", WEB_POOL_SIZE)
+        processes = options["web_processes"]
+        if processes < 1:
+            raise CommandError("--web-processes must be at least 1")
+        if processes > 1 and not settings.REDIS_URL:
+            self.stderr.write(
+                "warning: several web processes without REDIS_URL each keep their own channel layer"
+                " and rate-limit counts"
+            )
+        sock = listening_socket(options["bind"], options["port"])
         children = [
-            subprocess.Popen(
-                [
-                    python,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    options["bind"],
-                    "-p",
-                    str(options["port"]),
-                    "keelgate_site.asgi:application",
-                ],
-                env=web_env,
-            ),
+            *daphne_on_socket(sock, processes, env=web_env),
             subprocess.Popen([python, "manage.py", "keelgate_worker"]),
             # Webhooks and email about what waits, delivered from the audit chain.
             subprocess.Popen([python, "manage.py", "keelgate_notify"]),
@@ -77,4 +118,5 @@ class Command(BaseCommand):
                     child.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     child.kill()
+            sock.close()
         self.stdout.write("stopped")
