@@ -94,20 +94,28 @@ _LOCK_HEAD_TAIL = (
 
 
 def _lock_head(tenant_id: str, query: Any = None) -> tuple[int, str]:
-    """The tenant's head, created if missing and locked until the commit, in one statement.
+    """The tenant's head, locked until the commit (created first if missing).
 
-    An upsert that always takes its ``DO UPDATE`` branch locks the row like ``SELECT ..
-    FOR UPDATE`` (PostgreSQL); on SQLite the IMMEDIATE transaction holds the write lock.
-    ``query`` is a commit group's, which sends the writes waiting before it along.
+    ``SELECT .. FOR UPDATE`` on PostgreSQL, which writes nothing (the head's move does,
+    once); on SQLite the IMMEDIATE transaction already holds the write lock. Only a
+    tenant's first append finds no row: an upsert that always takes its ``DO UPDATE``
+    branch then creates or locks it, whoever wins. ``query`` is a commit group's, which
+    sends the writes waiting before it along.
     """
-    sql = insert_sql(ChainHead, ("tenant_id", "seq", "hash"), _LOCK_HEAD_TAIL)
-    params: list[str | int] = [tenant_id, 0, GENESIS_HASH]
-    if query is not None:
-        seq, hash_ = query(sql, params).rows[0]
-    else:
+
+    def run(sql: str, params: list[str | int]) -> list[tuple[Any, ...]]:
+        if query is not None:
+            return list(query(sql, params).rows)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            seq, hash_ = cursor.fetchone()
+            return list(cursor.fetchall())
+
+    rows = run(_SELECT_HEAD if connection.vendor == "postgresql" else _SELECT_HEAD_SQLITE, [tenant_id])
+    if not rows:
+        rows = run(
+            insert_sql(ChainHead, ("tenant_id", "seq", "hash"), _LOCK_HEAD_TAIL), [tenant_id, 0, GENESIS_HASH]
+        )
+    seq, hash_ = rows[0]
     return int(seq), str(hash_)
 
 
@@ -139,6 +147,8 @@ def _move_head_sql(tenant_id: str, seq: int, hash_: str) -> tuple[str, list[str 
     return _MOVE_HEAD, params
 
 
+_SELECT_HEAD_SQLITE = f'SELECT "seq", "hash" FROM "{ChainHead._meta.db_table}" WHERE "tenant_id" = %s'
+_SELECT_HEAD = f"{_SELECT_HEAD_SQLITE} FOR UPDATE"
 _MEMO = "audit.head"
 _MOVE_HEAD = (
     f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s AND "seq" = %s'
