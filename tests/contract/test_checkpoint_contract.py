@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import types
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,7 +98,10 @@ class TestSqliteCheckpointStoreExtras:
         assert caught.value.detail == "run-a seq 3 <= 4"
 
     def test_file_is_wal_with_phase_and_trace_columns(self, tmp_path: Path) -> None:
-        """The file is in WAL mode and each row carries seq, phase, trace id and JSON."""
+        """The file is in WAL mode and each row carries seq, phase, trace id and the deflated JSON.
+
+        A run's first checkpoint is a keyframe: zlib alone inflates it to the saved JSON.
+        """
         path = tmp_path / "c.db"
         with SqliteCheckpointStore(path) as store:
             store.save(_state("t1", "run-a", 1))
@@ -105,12 +109,14 @@ class TestSqliteCheckpointStoreExtras:
         try:
             assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
             row = conn.execute(
-                "SELECT tenant_id, run_id, seq, phase, trace_id, state, saved_at FROM checkpoints"
+                "SELECT tenant_id, run_id, seq, phase, trace_id, state, saved_at, data, base_seq"
+                " FROM checkpoints"
             ).fetchone()
         finally:
             conn.close()
         assert row[:5] == ("t1", "run-a", 1, "plan", "trace-1")
-        assert LoopState.from_json(row[5]) == _state("t1", "run-a", 1)
+        assert (row[5], row[8]) == ("", None)
+        assert zlib.decompress(row[7]).decode() == _state("t1", "run-a", 1).to_json()
         assert datetime.fromisoformat(row[6]).tzinfo is not None
 
     def test_memory_stores_are_private(self) -> None:
@@ -163,10 +169,13 @@ class TestDefaultCheckpointer:
     def test_the_package_exports(self) -> None:
         """keelgate.checkpoint exports exactly its documented names."""
         assert sorted(checkpoint.__all__) == [
+            "CheckpointCodec",
             "CheckpointStore",
+            "EncodedCheckpoint",
             "HistoryCheckpointStore",
             "InMemoryCheckpointStore",
             "SqliteCheckpointStore",
+            "StoredCheckpoint",
             "default_checkpointer",
         ]
         assert isinstance(InMemoryCheckpointStore(), HistoryCheckpointStore)

@@ -186,10 +186,13 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "canonical_sha256",
     ],
     "keelgate.checkpoint": [
+        "CheckpointCodec",
         "CheckpointStore",
+        "EncodedCheckpoint",
         "HistoryCheckpointStore",
         "InMemoryCheckpointStore",
         "SqliteCheckpointStore",
+        "StoredCheckpoint",
         "default_checkpointer",
     ],
     "keelgate.clock": [
