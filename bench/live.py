@@ -166,7 +166,7 @@ def _clients_main(port: int, n: int, cookie: str, ready: Any, expect: Any, seen:
                 break
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                got = {i for _, i, text in records if i >= 0 and run_id in text}
+                got = {i for _, i, text in records if i >= 0 and _shows_approval(text, run_id)}
                 if len(got) == n:
                     break
                 await asyncio.sleep(0.005)
@@ -178,6 +178,42 @@ def _clients_main(port: int, n: int, cookie: str, ready: Any, expect: Any, seen:
     asyncio.run(main())
     out.send(records)
     out.close()
+
+
+def _pyspy(label: str) -> subprocess.Popen[bytes] | None:
+    """``BENCH_PYSPY=DIR``: ``py-spy record -f raw`` on Daphne (slows it: for finding where time goes)."""
+    folder = os.environ.get("BENCH_PYSPY")
+    if not folder or "proc" not in _server:
+        return None
+    os.makedirs(folder, exist_ok=True)
+    spy = subprocess.Popen(
+        [
+            os.path.join(os.path.dirname(sys.executable), "py-spy"),
+            "record",
+            "--idle",
+            "-f",
+            "raw",
+            "-r",
+            "250",
+            "-o",
+            f"{folder}/{label}.txt",
+            "--pid",
+            str(_server["proc"].pid),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)
+    return spy
+
+
+def _shows_approval(text: str, run_id: str) -> bool:
+    """The message puts the run's approval card in the inbox list.
+
+    Not just any message naming the run: the events before its approval (requested,
+    claimed) name it too, and reach the clients before the clock starts.
+    """
+    return run_id in text and 'id="approvals-items"' in text and 'class="item approval' in text
 
 
 def _approval_sample(user: Any, t0: dict[str, float]) -> str:
@@ -229,8 +265,8 @@ def _latencies(n_clients: int, samples: int, port: int, cookie: str, user: Any) 
         with psycopg.connect(_pg.BENCH_URL, autocommit=True) as notifier:
             for i in range(samples):
                 payload = f"floor-{i}-{uuid.uuid4().hex[:6]}"
+                floor_t0[payload] = time.perf_counter()  # before: it may arrive before execute returns
                 notifier.execute("SELECT pg_notify('bench_floor', %s)", (payload,))
-                floor_t0[payload] = time.perf_counter()
                 run_id = _approval_sample(user, t0)
                 expect.put(run_id)
                 seen.get(timeout=150)  # every client has it (or the child gave up)
@@ -244,7 +280,7 @@ def _latencies(n_clients: int, samples: int, port: int, cookie: str, user: Any) 
     keel, missed = [], 0
     for run_id, start in t0.items():
         for client in range(n_clients):
-            hit = next((t for t, i, text in records if i == client and run_id in text), None)
+            hit = next((t for t, i, text in records if i == client and _shows_approval(text, run_id)), None)
             if hit is None:
                 missed += 1
             else:
@@ -274,7 +310,13 @@ def run_inbox() -> list[Row]:
     rows = []
     for n in (1, 50):
         samples = (3 if n == 1 else 2) if quick() else (20 if n == 1 else 8)
-        got = _latencies(n, samples, port, cookie, user)
+        spy = _pyspy(f"daphne-{n}")
+        try:
+            got = _latencies(n, samples, port, cookie, user)
+        finally:
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
         k, f = got["keelgate"], got["floor"]
         if not k:
             rows.append(Row(BENCH_INBOX, f"not measured with {n} clients: no message arrived", "", "", None))
@@ -383,7 +425,8 @@ def _clone_waiting_runs(user: Any, tenant: str, n: int) -> list[int]:
     Worker(poll_seconds=0.01).serve(once=True)
     gc.collect()
     run = Run.objects.get(pk=template.pk)
-    checkpoints = list(Checkpoint.objects.filter(tenant_id=tenant, run_id=run.run_id))
+    checkpoints = list(Checkpoint.objects.filter(tenant_id=tenant, run_id=run.run_id).order_by("seq"))
+    texts = {e.seq: e.text for e in Checkpoint.objects.entries(tenant, run.run_id)}  # stored deflated
     approval = Approval.objects.get(tenant_id=tenant, run_id=run.run_id)
     new_runs, new_checkpoints, new_approvals = [], [], []
     for _ in range(n):
@@ -391,7 +434,15 @@ def _clone_waiting_runs(user: Any, tenant: str, n: int) -> list[int]:
         new_runs.append(Run(**{**_fields(run), "run_id": rid}))
         for c in checkpoints:
             new_checkpoints.append(
-                Checkpoint(**{**_fields(c), "run_id": rid, "state": c.state.replace(run.run_id, rid)})
+                Checkpoint(
+                    **{
+                        **_fields(c),
+                        "run_id": rid,
+                        "state": texts[c.seq].replace(run.run_id, rid),  # a plain row, as before encoding
+                        "data": None,
+                        "base_seq": None,
+                    }
+                )
             )
         new_approvals.append(Approval(**{**_fields(approval), "run_id": rid}))
     Run.objects.bulk_create(new_runs)

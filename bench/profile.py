@@ -129,10 +129,11 @@ def profile_sqlite(steps: int) -> None:
             for u in undo:
                 u()
             sizes = k.checkpoints.commit_group.conn.execute(
-                "SELECT count(*), avg(length(state)), max(length(state)) FROM checkpoints"
+                "SELECT count(*), avg(length(state) + coalesce(length(data), 0)),"
+                " max(length(state) + coalesce(length(data), 0)) FROM checkpoints"
             ).fetchone()
             print(
-                f"  checkpoint JSON: {sizes[1]:,.0f} bytes on average, {sizes[2]:,} at most, "
+                f"  stored checkpoint (deflated): {sizes[1]:,.0f} bytes on average, {sizes[2]:,} at most, "
                 f"{sizes[0] / (steps + 21):.1f} saves per step"
             )
             if mode == "OFF":

@@ -6,7 +6,18 @@ and filters, plus the worker's lease (owner, expiry and a fencing epoch).
 
 from __future__ import annotations
 
-from django.db import models
+import functools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, models
+from django.db.models import Q, Subquery
+from django.db.models.functions import Coalesce
+
+from keelgate.checkpoint import CheckpointCodec, StoredCheckpoint
+from keelgate.errors import CheckpointUnreadableError
 
 
 class RunStatus(models.TextChoices):
@@ -68,17 +79,162 @@ class Run(models.Model):
         return f"{self.tenant_id}/{self.run_id}"
 
 
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One stored checkpoint, decoded: its JSON exactly as saved."""
+
+    seq: int
+    phase: str
+    saved_at: datetime
+    text: str
+
+
+class CheckpointManager(models.Manager["Checkpoint"]):
+    """Every read of a checkpoint's JSON goes through here: the rows are stored deflated.
+
+    Each method reads from the run's newest keyframe at or before what it wants, in one
+    query, and decodes with :class:`keelgate.checkpoint.CheckpointCodec` (a store passes
+    its own, so what it reads becomes the base of its next save).
+    """
+
+    def chain_texts(self, tenant_id: str, run_id: str, codec: CheckpointCodec | None = None) -> list[str]:
+        """The JSON of the run's checkpoints from its newest keyframe on: the last is the latest.
+
+        Empty if the run has no checkpoint.
+        """
+        codec = codec or CheckpointCodec()
+        with connection.cursor() as cursor:
+            cursor.execute(_chain_sql(), [tenant_id, run_id, tenant_id, run_id])
+            rows = cursor.fetchall()
+        try:
+            return codec.decode(tenant_id, run_id, map(_stored, rows))
+        except CheckpointUnreadableError:
+            # A delta based below the newest keyframe (only after a racing foreign
+            # write): decode the whole run; a damaged row raises again.
+            return [e.text for e in self.entries(tenant_id, run_id, codec=codec)]
+
+    def entries(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        codec: CheckpointCodec | None = None,
+    ) -> list[CheckpointEntry]:
+        """The run's checkpoints with ``seq > after_seq``, oldest first, at most ``limit``."""
+        codec = codec or CheckpointCodec()
+        window = bool(after_seq) or limit is not None
+        rows = self.filter(tenant_id=tenant_id, run_id=run_id)
+        if window:
+            keyframes = rows.filter(base_seq__isnull=True, seq__lte=after_seq + 1).order_by("-seq")
+            rows = rows.filter(seq__gte=Coalesce(Subquery(keyframes.values("seq")[:1]), 0))
+        if limit is not None:
+            wanted = self.filter(tenant_id=tenant_id, run_id=run_id, seq__gt=after_seq).order_by("seq")
+            rows = rows.filter(seq__lte=Coalesce(Subquery(wanted.values("seq")[limit - 1 : limit]), _MAX_SEQ))
+        found = list(
+            rows.order_by("seq").values_list("seq", "base_seq", "data", "state", "phase", "saved_at")
+        )
+        try:
+            # Without a limit the last row read is the run's latest: the codec remembers it.
+            texts = codec.decode(tenant_id, run_id, map(_stored, found), latest=limit is None)
+        except CheckpointUnreadableError:
+            if not window:
+                raise
+            every = self.entries(tenant_id, run_id, codec=codec)
+            return [e for e in every if e.seq > after_seq][:limit]
+        entries = [CheckpointEntry(r[0], r[4], r[5], text) for r, text in zip(found, texts, strict=True)]
+        return [e for e in entries if e.seq > after_seq][:limit]
+
+    def texts_at(self, runs: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str], str]:
+        """The JSON of checkpoint ``seq`` of each ``(tenant_id, run_id, seq)``, in one query."""
+        wanted = Q()
+        seqs = {}
+        for tenant_id, run_id, seq in runs:
+            run = self.filter(tenant_id=tenant_id, run_id=run_id)
+            keyframe = run.filter(base_seq__isnull=True, seq__lte=seq).order_by("-seq").values("seq")[:1]
+            start = Coalesce(Subquery(keyframe), 0)
+            wanted |= Q(tenant_id=tenant_id, run_id=run_id, seq__lte=seq, seq__gte=start)
+            seqs[(tenant_id, run_id)] = seq
+        if not seqs:
+            return {}
+        by_run: dict[tuple[str, str], list[StoredCheckpoint]] = {}
+        rows = self.filter(wanted).order_by("tenant_id", "run_id", "seq")
+        for tenant_id, run_id, *row in rows.values_list(
+            "tenant_id", "run_id", "seq", "base_seq", "data", "state"
+        ):
+            by_run.setdefault((tenant_id, run_id), []).append(_stored(row))
+        codec = CheckpointCodec()
+        return {
+            key: codec.decode(*key, stored, latest=False)[-1]
+            for key, stored in by_run.items()
+            if stored[-1].seq == seqs[key]
+        }
+
+    def rekey(self, tenant_id: str, run_id: str, *, first_kept: int) -> int:
+        """Store as keyframes the rows from ``first_kept`` on that are based on an older row.
+
+        Pruning calls it in its transaction before it deletes the rows before
+        ``first_kept``: every remaining row still decodes. Returns how many it rewrote.
+        """
+        rows = self.filter(tenant_id=tenant_id, run_id=run_id)
+        based_below = set(
+            rows.filter(seq__gte=first_kept, base_seq__lt=first_kept).values_list("seq", flat=True)
+        )
+        if not based_below:
+            return 0
+        codec = CheckpointCodec()
+        for entry in self.entries(tenant_id, run_id, after_seq=first_kept - 1, codec=codec):
+            if entry.seq in based_below:
+                data = codec.keyframe(tenant_id, run_id, entry.seq, entry.text)
+                rows.filter(seq=entry.seq).update(data=data, base_seq=None)
+        return len(based_below)
+
+
+_MAX_SEQ = 2**31 - 1
+
+
+def _stored(row: Sequence[Any]) -> StoredCheckpoint:
+    """A row ``(seq, base_seq, data, state, ..)`` as the codec reads it."""
+    data = row[2]
+    return StoredCheckpoint(row[0], row[1], None if data is None else bytes(data), row[3] or "")
+
+
+@functools.cache
+def _chain_sql() -> str:
+    """The rows a load decodes, by hand (it runs at every run's start): from the newest keyframe on."""
+    qn = connection.ops.quote_name
+    table = qn(Checkpoint._meta.db_table)
+    run = f"{qn('tenant_id')} = %s AND {qn('run_id')} = %s"
+    return (
+        f"SELECT {qn('seq')}, {qn('base_seq')}, {qn('data')}, {qn('state')} FROM {table}"
+        f" WHERE {run} AND {qn('seq')} >= COALESCE((SELECT MAX({qn('seq')}) FROM {table}"
+        f" WHERE {run} AND {qn('base_seq')} IS NULL), 0) ORDER BY {qn('seq')}"
+    )
+
+
 class Checkpoint(models.Model):
-    """One saved LoopState; every one is kept, ordered by ``seq``."""
+    """One saved LoopState; every one is kept, ordered by ``seq``.
+
+    Stored deflated against the run's previous checkpoint (``keelgate.checkpoint.
+    CheckpointCodec``): read the JSON through ``Checkpoint.objects`` (its
+    :class:`CheckpointManager` methods), never from the columns.
+    """
 
     tenant_id = models.CharField(max_length=63)
     run_id = models.CharField(max_length=128)
     seq = models.IntegerField()
     phase = models.CharField(max_length=16)
     trace_id = models.CharField(max_length=64, blank=True)
-    state = models.TextField()
-    """The LoopState JSON, byte for byte what the engine wrote."""
+    state = models.TextField(blank=True)
+    """The LoopState JSON of a row saved before the encoding; empty since (``data`` holds it)."""
+    data = models.BinaryField(null=True)
+    """The JSON as a zlib stream: alone (a keyframe) or against row ``base_seq``'s text."""
+    base_seq = models.IntegerField(null=True)
+    """The seq of the row ``data`` was deflated against; NULL for a keyframe or an old row."""
     saved_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CheckpointManager()
 
     class Meta:
         constraints = [

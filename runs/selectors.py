@@ -50,13 +50,8 @@ def run_get(*, tenant_ids: Iterable[str], run_id: str, tenant_id: str | None = N
 
 def run_state(run: Run) -> LoopState | None:
     """The run's latest checkpoint, or None before the worker first saved one."""
-    text = (
-        Checkpoint.objects.filter(tenant_id=run.tenant_id, run_id=run.run_id)
-        .order_by("-seq")
-        .values_list("state", flat=True)
-        .first()
-    )
-    return None if text is None else LoopState.from_json(text)
+    texts = Checkpoint.objects.chain_texts(run.tenant_id, run.run_id)
+    return LoopState.from_json(texts[-1]) if texts else None
 
 
 @dataclass(frozen=True)
@@ -71,14 +66,8 @@ class TimelineEntry:
 
 def run_timeline(run: Run, *, after_seq: int = 0, limit: int = 200) -> list[TimelineEntry]:
     """The run's checkpoints, oldest first."""
-    rows = (
-        Checkpoint.objects.filter(tenant_id=run.tenant_id, run_id=run.run_id, seq__gt=after_seq)
-        .order_by("seq")
-        .values_list("seq", "phase", "saved_at", "state")[:limit]
-    )
-    return [
-        TimelineEntry(seq, phase, saved_at, LoopState.from_json(text)) for seq, phase, saved_at, text in rows
-    ]
+    entries = Checkpoint.objects.entries(run.tenant_id, run.run_id, after_seq=after_seq, limit=limit)
+    return [TimelineEntry(e.seq, e.phase, e.saved_at, LoopState.from_json(e.text)) for e in entries]
 
 
 # -- what happened, in words ----------------------------------------------------------------
@@ -113,14 +102,7 @@ def run_summaries(runs: Sequence[Run]) -> list[RunSummary]:
     One query reads the latest checkpoint of every run on the page (``Run.seq`` names
     it), however many runs there are.
     """
-    latest = Q()
-    for run in runs:
-        if run.seq:
-            latest |= Q(tenant_id=run.tenant_id, run_id=run.run_id, seq=run.seq)
-    states: dict[tuple[str, str], str] = {}
-    if latest:
-        rows = Checkpoint.objects.filter(latest).values_list("tenant_id", "run_id", "state")
-        states = {(tenant_id, run_id): text for tenant_id, run_id, text in rows}
+    states = Checkpoint.objects.texts_at((run.tenant_id, run.run_id, run.seq) for run in runs if run.seq)
     summaries = []
     for run in runs:
         text = states.get((run.tenant_id, run.run_id))

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, Max, Min, Sum
-from django.db.models.functions import Length
+from django.db.models.functions import Coalesce, Length
 from django.utils import timezone
 
 from audit.store import DjangoAuditLog
@@ -244,12 +244,14 @@ def checkpoints_prune(
             if len(kept) < keep_last:
                 continue
             old = rows.filter(seq__lt=kept[-1])
-            summary = old.aggregate(
-                n=Count("pk"), first=Min("seq"), last=Max("seq"), size=Sum(Length("state"))
-            )
+            stored = Length("state") + Coalesce(Length("data"), 0)
+            summary = old.aggregate(n=Count("pk"), first=Min("seq"), last=Max("seq"), size=Sum(stored))
             if not summary["n"]:
                 continue
             if not dry_run:
+                # The kept rows deflated against a removed one become keyframes first, in
+                # this transaction: the run still loads, its history still decodes.
+                Checkpoint.objects.rekey(run.tenant_id, run.run_id, first_kept=kept[-1])
                 old.delete()
         pruned.append(
             PrunedRun(

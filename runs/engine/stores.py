@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from keelgate.checkpoint import CheckpointCodec, EncodedCheckpoint
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
@@ -35,10 +37,15 @@ class DjangoCheckpointStore:
     the projection's own ``UPDATE .. WHERE seq < new``: one statement that also locks
     the row until the commit, so two savers of one seq cannot both pass. A run without
     one (the engine's contract suite) falls back to reading the latest seq.
+
+    Each row holds its JSON deflated against the run's previous checkpoint
+    (:class:`keelgate.checkpoint.CheckpointCodec`, whose memo of each run's last text
+    lives in this object); every read decodes it back to the saved JSON exactly.
     """
 
     def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
         self.commit_group = group or DjangoCommitGroup(fence)
+        self.codec = CheckpointCodec()
 
     @property
     def fence(self) -> Fence | None:
@@ -46,29 +53,24 @@ class DjangoCheckpointStore:
 
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
-        row = _insert_params(state, state.to_json())  # the loop changes ``state`` after this
+        save = _Save.of(self.codec, state)  # the loop changes ``state`` after this
         group = self.commit_group
         with group.write():
             if connection.vendor == "postgresql":
                 # Projection and insert in one statement, sent with the next round trip;
                 # its check runs before the commit.
-                check = functools.partial(_saved_or_refused, row)
-                group.send(_save_sql(), [*_project_params(state), *row], check)
+                params = [*_project_params(state), *save.row, *save.guard_params()]
+                group.send(_save_sql(), params, functools.partial(_saved_or_refused, save))
             elif _project(state) == 0:
-                _refused_or_insert(row)
+                _refused_or_insert(save)
             else:
-                _insert(row)
+                _insert(save)
             checkpoint_saved.send(sender=DjangoCheckpointStore, state=state)
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""
-        text = (
-            Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id)
-            .order_by("-seq")
-            .values_list("state", flat=True)
-            .first()
-        )
-        return None if text is None else LoopState.from_json(text)
+        texts = Checkpoint.objects.chain_texts(tenant_id, run_id, self.codec)
+        return LoopState.from_json(texts[-1]) if texts else None
 
     def runs(self, tenant_id: str) -> list[str]:
         """The tenant's run ids, oldest first."""
@@ -88,8 +90,8 @@ class DjangoCheckpointStore:
 
     def history(self, tenant_id: str, run_id: str) -> list[LoopState]:
         """Every checkpoint of the run, oldest first."""
-        rows = Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id).order_by("seq")
-        return [LoopState.from_json(text) for text in rows.values_list("state", flat=True)]
+        entries = Checkpoint.objects.entries(tenant_id, run_id, codec=self.codec)
+        return [LoopState.from_json(e.text) for e in entries]
 
     def find_by_trace(self, tenant_id: str, trace_id: str) -> str | None:
         """The run id whose checkpoints carry ``trace_id``, within one tenant."""
@@ -101,35 +103,109 @@ class DjangoCheckpointStore:
         )
 
 
-_CHECKPOINT_COLUMNS = ("tenant_id", "run_id", "seq", "phase", "trace_id", "state", "saved_at")
+# -- saving ---------------------------------------------------------------------------------
 
 
-def _insert_params(state: LoopState, text: str) -> list[Any]:
+_CHECKPOINT_COLUMNS = (
+    "tenant_id",
+    "run_id",
+    "seq",
+    "phase",
+    "trace_id",
+    "state",
+    "data",
+    "base_seq",
+    "saved_at",
+)
+
+
+@dataclass(frozen=True)
+class _Save:
+    """One save in flight, as it was when ``save`` ran (the loop changes the state after it).
+
+    What a later check needs to refuse it, or to store it as a keyframe instead.
+    """
+
+    codec: CheckpointCodec
+    text: str
+    encoded: EncodedCheckpoint
+    row: list[Any]
+    """The insert's parameters, in ``_CHECKPOINT_COLUMNS`` order."""
+
+    @classmethod
+    def of(cls, codec: CheckpointCodec, state: LoopState) -> _Save:
+        text = state.to_json()
+        encoded = codec.encode(state.tenant_id, state.run_id, state.seq, text)
+        return cls(codec, text, encoded, _insert_params(state, encoded.data, encoded.base_seq))
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """``(tenant_id, run_id, seq)``."""
+        tenant_id, run_id, seq = self.row[:3]
+        return tenant_id, run_id, seq
+
+    def keyframe_row(self) -> list[Any]:
+        row = list(self.row)
+        row[6], row[7] = self.codec.keyframe(*self.key, self.text), None
+        return row
+
+    def guard_params(self) -> list[Any]:
+        """The delta's base check (see ``_base_is_latest``); a keyframe passes it."""
+        tenant_id, run_id, _ = self.key
+        base, tail = self.encoded.base_seq, self.encoded.base_tail
+        return [base, base, tail, tenant_id, run_id]
+
+    def refused(self, detail: str) -> StaleCheckpointError:
+        self.codec.forget(*self.key[:2])
+        return StaleCheckpointError(detail)
+
+
+def _insert_params(state: LoopState, data: bytes, base_seq: int | None) -> list[Any]:
     return [
         state.tenant_id,
         state.run_id,
         state.seq,
         state.phase.value,
         state.trace_id,
-        text,
+        "",
+        data,
+        base_seq,
         connection.ops.adapt_datetimefield_value(timezone.now()),
     ]
 
 
-def _insert(row: list[Any]) -> None:
+def _insert(save: _Save) -> None:
+    """Insert the save's delta if its base is the run's latest row as remembered, else a keyframe."""
     with connection.cursor() as cursor:
+        if save.encoded.base_seq is not None:
+            cursor.execute(_guarded_insert_sql(connection.vendor), [*save.row, *save.guard_params()])
+            if cursor.rowcount == 1:
+                return
+            row = save.keyframe_row()  # a memo left by a rolled-back or refused save
+        else:
+            row = save.row
         cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), row)
 
 
-def _saved_or_refused(row: list[Any], result: Result) -> None:
-    """The check of a sent save: no row inserted means no newer ``Run`` row was there."""
-    if result.rowcount != 1:
-        _refused_or_insert(row)
+def _saved_or_refused(save: _Save, result: Result) -> None:
+    """The check of a sent save: ``(moved, saved)`` says whether the projection and the insert ran.
+
+    Moved but not saved: the delta's base was not the run's latest row (a memo left by
+    a rolled-back or refused save), so the checkpoint goes in as a keyframe.
+    """
+    moved, saved = result.rows[0]
+    if saved:
+        return
+    if moved:
+        with connection.cursor() as cursor:
+            cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), save.keyframe_row())
+        return
+    _refused_or_insert(save)
 
 
-def _refused_or_insert(row: list[Any]) -> None:
+def _refused_or_insert(save: _Save) -> None:
     """The projection moved nothing: refuse if stale, else (no ``Run`` row) insert if newer."""
-    tenant_id, run_id, seq = row[:3]
+    tenant_id, run_id, seq = save.key
     latest = (
         Checkpoint.objects.filter(tenant_id=tenant_id, run_id=run_id)
         .order_by("-seq")
@@ -137,14 +213,14 @@ def _refused_or_insert(row: list[Any]) -> None:
         .first()
     )
     if latest is not None and latest >= seq:
-        raise StaleCheckpointError(f"{run_id} seq {seq} <= {latest}")
+        raise save.refused(f"{run_id} seq {seq} <= {latest}")
     if Run.objects.filter(tenant_id=tenant_id, run_id=run_id).exists():
-        raise StaleCheckpointError(f"{run_id} seq {seq} is not newer")
+        raise save.refused(f"{run_id} seq {seq} is not newer")
     try:
         with transaction.atomic():
-            _insert(row)
+            _insert(save)
     except IntegrityError as exc:  # a concurrent writer inserted this seq first
-        raise StaleCheckpointError(f"{run_id} seq {seq}") from exc
+        raise save.refused(f"{run_id} seq {seq}") from exc
 
 
 def _project_params(state: LoopState) -> list[Any]:
@@ -172,13 +248,49 @@ def _project(state: LoopState) -> int:
 
 @functools.cache
 def _save_sql() -> str:
-    """PostgreSQL: the projection's UPDATE and, only if it moved the row, the insert."""
+    """PostgreSQL: the projection's UPDATE and, only if it moved the row, the insert.
+
+    It answers ``(moved, saved)``: a delta whose base check fails is not inserted, and
+    the check then stores it as a keyframe.
+    """
     qn = connection.ops.quote_name
     columns = ", ".join(map(qn, _CHECKPOINT_COLUMNS))
     values = ", ".join(["%s"] * len(_CHECKPOINT_COLUMNS))
     return (
-        f"WITH moved AS ({_project_sql('postgresql')} RETURNING 1)"
-        f" INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values} FROM moved"
+        f"WITH moved AS ({_project_sql('postgresql')} RETURNING 1),"
+        f" saved AS (INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values} FROM moved"
+        f" WHERE %s::integer IS NULL OR {_base_is_latest('postgresql')} RETURNING 1)"
+        " SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM saved)"
+    )
+
+
+@functools.cache
+def _guarded_insert_sql(vendor: str) -> str:
+    """A delta's insert, only if its base check passes (SQLite: no ``Run`` row, or moved already)."""
+    qn = connection.ops.quote_name
+    columns = ", ".join(map(qn, _CHECKPOINT_COLUMNS))
+    values = ", ".join(["%s"] * len(_CHECKPOINT_COLUMNS))
+    return (
+        f"INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values}"
+        f" WHERE %s IS NOT NULL AND {_base_is_latest(vendor)}"
+    )
+
+
+def _base_is_latest(vendor: str) -> str:
+    """The run's latest row is the delta's base and ends with its Adler-32 (the base text's checksum).
+
+    Parameters: base seq, base tail, tenant id, run id. One step down the unique index.
+    """
+    qn = connection.ops.quote_name
+    data = qn("data")
+    tail = (
+        f"substring({data} from octet_length({data}) - 3)"
+        if vendor == "postgresql"
+        else f"substr({data}, -4)"
+    )
+    return (
+        f"(SELECT {qn('seq')} = %s AND {tail} = %s FROM {qn(Checkpoint._meta.db_table)}"
+        f" WHERE {qn('tenant_id')} = %s AND {qn('run_id')} = %s ORDER BY {qn('seq')} DESC LIMIT 1)"
     )
 
 

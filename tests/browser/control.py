@@ -115,15 +115,11 @@ def _handlers() -> dict[str, Any]:
 
     def _inbox_row_committed(row: Approval) -> float | None:
         """When the checkpoint that first put this action in the inbox was saved."""
-        for saved_at, text in (
-            Checkpoint.objects.filter(tenant_id=row.tenant_id, run_id=row.run_id)
-            .order_by("seq")
-            .values_list("saved_at", "state")
-        ):
-            state = LoopState.from_json(text)
+        for entry in Checkpoint.objects.entries(row.tenant_id, row.run_id):
+            state = LoopState.from_json(entry.text)
             action = state.action(row.action_id)
             if action is not None and action.approval is not None:
-                return saved_at.timestamp()
+                return entry.saved_at.timestamp()
         return None
 
     def unknown(run_id: str, timeout: float = 30.0) -> dict[str, Any]:

@@ -54,10 +54,10 @@ def approved_run(op, run_id: str = "f1") -> Run:
     return run
 
 
-def checkpoint_rows(run_id: str) -> list[tuple[int, str]]:
-    return list(
-        Checkpoint.objects.filter(tenant_id="t1", run_id=run_id).order_by("id").values_list("seq", "state")
-    )
+def checkpoint_rows(run_id: str) -> list[tuple[int, int | None, bytes]]:
+    """Every stored row as it is on disk (seq, base, the deflated JSON): a refused write changes none."""
+    rows = Checkpoint.objects.filter(tenant_id="t1", run_id=run_id).order_by("id")
+    return [(seq, base, bytes(data)) for seq, base, data in rows.values_list("seq", "base_seq", "data")]
 
 
 # -- in-process -----------------------------------------------------------------------
@@ -120,7 +120,7 @@ def test_stores_refuse_every_write_of_a_worker_whose_lease_was_taken_over(operat
 
     # The worker that holds the lease writes normally, and A stays fenced after it did.
     DjangoCheckpointStore(fence=fence_b).save(state)
-    assert [seq for seq, _ in checkpoint_rows(run.run_id)] == [seq for seq, _ in before] + [state.seq]
+    assert [seq for seq, *_ in checkpoint_rows(run.run_id)] == [seq for seq, *_ in before] + [state.seq]
     status, _ = DjangoIdempotencyStore(fence=fence_b).claim(
         "t1",
         "key-new",
@@ -315,7 +315,7 @@ def test_a_worker_frozen_past_its_lease_neither_repeats_the_order_nor_overwrites
     assert final.status == RunStatus.DONE, (final.status, final.stop_reason)
     rows = checkpoint_rows(run.run_id)
     assert rows[: len(snapshot)] == snapshot
-    seqs = [seq for seq, _ in rows]
+    seqs = [seq for seq, *_ in rows]
     assert seqs == list(range(1, len(seqs) + 1)), seqs
     state = DjangoCheckpointStore().load("t1", run.run_id)
     assert state.phase is Phase.DONE and state.seq == seqs[-1]

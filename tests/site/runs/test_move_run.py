@@ -1,10 +1,12 @@
 """A run moves from the engine's SQLite stores to the Django stores and resumes there.
 
 The paper-trader agent runs on the engine alone (SqliteCheckpointStore, SQLite keys and
-audit) until it waits for approval. Its latest checkpoint JSON is copied, unchanged,
-into the Django checkpoint store beside a Run row; the inbox picks up the approval, a
-person approves it through the service, and the worker finishes the run: the JSON is
-the same on both sides and the order executes exactly once.
+audit) until it waits for approval. Its latest checkpoint JSON, read back through a
+fresh engine store (both stores keep it deflated, never as plain JSON), is saved
+unchanged into the Django checkpoint store beside a Run row; the inbox picks up the
+approval, a person approves it through the service, and the worker finishes the run:
+the JSON is the same on both sides (load and history) and the order executes exactly
+once.
 """
 
 from __future__ import annotations
@@ -66,10 +68,13 @@ def test_a_run_checkpointed_by_the_engine_resumes_in_the_django_stores(operator,
         checkpoints.close()
         keys.close()
         audit.close()
-    with sqlite3.connect(tmp_path / "checkpoints.sqlite3") as raw:
-        engine_text = raw.execute(
-            "SELECT state FROM checkpoints WHERE run_id = 'moved' ORDER BY seq DESC LIMIT 1"
-        ).fetchone()[0]
+    with SqliteCheckpointStore(tmp_path / "checkpoints.sqlite3") as reopened:  # a store that saved nothing
+        engine_text = reopened.load("t1", "moved").to_json()
+        engine_history = [s.to_json() for s in reopened.history("t1", "moved")]
+    assert engine_text == engine_state.to_json() == engine_history[-1]
+    with sqlite3.connect(tmp_path / "checkpoints.sqlite3") as raw:  # stored deflated, not as JSON
+        stored = raw.execute("SELECT state, data FROM checkpoints WHERE run_id = 'moved'").fetchall()
+    assert stored and all(text == "" and len(data) < len(engine_text) for text, data in stored)
 
     Run.objects.create(
         tenant_id="t1",
@@ -84,8 +89,9 @@ def test_a_run_checkpointed_by_the_engine_resumes_in_the_django_stores(operator,
     DjangoCheckpointStore().save(LoopState.from_json(engine_text))
 
     moved = DjangoCheckpointStore().load("t1", "moved")
-    assert moved is not None and moved.to_json() == engine_state.to_json()
-    assert Checkpoint.objects.get(tenant_id="t1", run_id="moved").state == engine_text
+    assert moved is not None and moved.to_json() == engine_text
+    assert [s.to_json() for s in DjangoCheckpointStore().history("t1", "moved")] == [engine_text]
+    assert Checkpoint.objects.filter(tenant_id="t1", run_id="moved").count() == 1
     run = Run.objects.get(tenant_id="t1", run_id="moved")
     assert (run.seq, run.phase, run.stop_reason) == (
         engine_state.seq,
