@@ -230,14 +230,16 @@ def storage(steps: int) -> dict[str, float]:
 
     Keelgate: checkpoints, idempotency keys, audit events (the ``Run`` row is the run's, not
     the step's, and is left out). LangGraph: its three checkpoint tables. Also the
-    checkpoint JSON Keelgate writes per step and what PostgreSQL stores of it (TOAST
-    compresses a value over 2 kB).
+    checkpoint table alone (heap and indexes), the checkpoint JSON Keelgate saves per step
+    (read back through the store) and the size of the rows PostgreSQL stores for it.
     """
     from django.db import connection
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    from runs.engine.stores import DjangoCheckpointStore
+
     ids = _new_runs(steps)
-    before = _table_bytes(_KEELGATE_TABLES)
+    before, before_ck = _table_bytes(_KEELGATE_TABLES), _table_bytes(("runs_checkpoint",))
 
     async def go() -> None:
         for r in ids:
@@ -245,13 +247,12 @@ def storage(steps: int) -> dict[str, float]:
 
     asyncio.run(go())
     keelgate = (_table_bytes(_KEELGATE_TABLES) - before) / steps
+    checkpoint_table = (_table_bytes(("runs_checkpoint",)) - before_ck) / steps
+    store = DjangoCheckpointStore()
+    json_bytes = sum(len(s.to_json().encode()) for r in ids for s in store.history(TENANT, r))
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT sum(octet_length(state)), sum(pg_column_size(state)) FROM runs_checkpoint"
-            " WHERE run_id = ANY(%s)",
-            [ids],
-        )
-        json_bytes, stored_bytes = cursor.fetchone()
+        cursor.execute("SELECT sum(pg_column_size(c.*)) FROM runs_checkpoint c WHERE run_id = ANY(%s)", [ids])
+        (stored_bytes,) = cursor.fetchone()
     with PostgresSaver.from_conn_string(_pg.BENCH_URL) as saver:
         graph = langgraph_graph(saver)
         langgraph_step(graph)  # tables created and first pages allocated
@@ -261,7 +262,8 @@ def storage(steps: int) -> dict[str, float]:
     langgraph = (_table_bytes(_LANGGRAPH_TABLES) - lg_before) / steps
     return {
         "keelgate_bytes": keelgate,
-        "keelgate_json_bytes": int(json_bytes) / steps,
+        "keelgate_checkpoint_bytes": checkpoint_table,
+        "keelgate_json_bytes": json_bytes / steps,
         "keelgate_stored_json_bytes": int(stored_bytes) / steps,
         "langgraph_bytes": langgraph,
     }
@@ -279,9 +281,9 @@ def run() -> list[Row]:
     counts = calibrate()
     sizes = storage(20 if quick() else 200)
     progress(
-        f"{BENCH}: bytes/step on disk: Keelgate {sizes['keelgate_bytes']:.0f} (checkpoint JSON "
-        f"{sizes['keelgate_json_bytes']:.0f}, stored {sizes['keelgate_stored_json_bytes']:.0f}); "
-        f"LangGraph {sizes['langgraph_bytes']:.0f}"
+        f"{BENCH}: bytes/step on disk: Keelgate {sizes['keelgate_bytes']:.0f} (checkpoint table "
+        f"{sizes['keelgate_checkpoint_bytes']:.0f}, checkpoint JSON {sizes['keelgate_json_bytes']:.0f}, "
+        f"its rows {sizes['keelgate_stored_json_bytes']:.0f}); LangGraph {sizes['langgraph_bytes']:.0f}"
     )
     commits = round(counts["keelgate_commits"])
     progress(
@@ -363,8 +365,9 @@ def run() -> list[Row]:
                 "transactions_per_step_client": counts["keelgate_transactions_client"],
                 "queries_per_step": counts["keelgate_queries"],
                 "bytes_per_step": round(sizes["keelgate_bytes"]),
+                "checkpoint_table_bytes_per_step": round(sizes["keelgate_checkpoint_bytes"]),
                 "checkpoint_json_bytes_per_step": sizes["keelgate_json_bytes"],
-                "checkpoint_stored_bytes_per_step": sizes["keelgate_stored_json_bytes"],
+                "checkpoint_row_bytes_per_step": sizes["keelgate_stored_json_bytes"],
                 "vs_langgraph": km / lm,
                 "vs_dbos": km / dm,
                 "vs_floor": km / fm,
