@@ -1,0 +1,147 @@
+"""Issue 14's table, read off one ``make bench`` run: each figure, its "must" and its goal.
+
+Every figure is a ratio or a value measured in the same run as its baseline (the table
+above it says how); this only finds them among the rows and says which targets hold.
+A figure whose benchmark did not run says so instead of a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench._common import Row
+
+
+@dataclass(frozen=True)
+class Target:
+    """One line of the issue's table: how to read the figure off the rows, and its bounds."""
+
+    figure: str
+    read: Callable[[list[Row]], tuple[float, str] | None]
+    """The number the bounds apply to, and how to print it; None if not measured."""
+    must: float
+    goal: float
+    higher_is_better: bool
+
+    def verdict(self, value: float) -> str:
+        def holds(bound: float) -> bool:
+            return value >= bound if self.higher_is_better else value <= bound
+
+        if holds(self.goal):
+            return "goal met"
+        return "must met" if holds(self.must) else "MISSED"
+
+    def bound(self, bound: float) -> str:
+        return f"{'≥' if self.higher_is_better else '≤'} {bound:g}"
+
+
+def _row(rows: list[Row], bench: str, starts: str) -> Row | None:
+    for r in rows:
+        if r.bench.startswith(bench) and r.system.startswith(starts) and r.median is not None:
+            return r
+    return None
+
+
+def _ratio(bench: str, starts: str, label: str) -> Callable[[list[Row]], tuple[float, str] | None]:
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        r = _row(rows, bench, starts)
+        if r is None or r.ratio is None:
+            return None
+        keelgate = _row(rows, bench, "Keelgate")
+        absolute = f" ({keelgate.median:,.0f} vs {r.median:,.0f} {r.unit})" if keelgate else ""
+        return r.ratio, f"{r.ratio:.2f}x {label}{absolute}"
+
+    return read
+
+
+def _api(starts: str) -> Callable[[list[Row]], tuple[float, str] | None]:
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        r = _row(rows, "6.", starts)
+        if r is None or r.median is None:
+            return None
+        floor = _row(rows, "6.", "floor")
+        p99 = r.extra.get("p99_ms")
+        text = f"{r.median:.0f} req/s, p99 {p99:.0f} ms" if p99 is not None else f"{r.median:.0f} req/s"
+        if floor is not None and floor.median:
+            text += f"; JSON 404 floor {floor.median:.0f} req/s ({r.median / floor.median:.2f} of it)"
+        return r.median, text
+
+    return read
+
+
+def _api_p99(starts: str) -> Callable[[list[Row]], tuple[float, str] | None]:
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        r = _row(rows, "6.", starts)
+        p99 = None if r is None else r.extra.get("p99_ms")
+        return None if p99 is None else (float(p99), f"{p99:.0f} ms")
+
+    return read
+
+
+def _scaling(rows: list[Row]) -> tuple[float, str] | None:
+    r = _row(rows, "3.", "2 ")
+    scaling = None if r is None else r.extra.get("scaling")
+    if scaling is None:
+        return None
+    value = float(str(scaling).rstrip("x"))
+    return value, f"{value:.2f}x (1 → 2 processes)"
+
+
+def _live_p99(rows: list[Row]) -> tuple[float, str] | None:
+    for r in rows:
+        if r.bench.startswith("5.") and r.extra.get("clients") == 50 and r.extra.get("p99_ms") is not None:
+            p99 = float(r.extra["p99_ms"])
+            return p99, f"{p99:.0f} ms (median {r.median:.0f} ms)"
+    return None
+
+
+TARGETS = (
+    Target(
+        "durable step, PostgreSQL, vs LangGraph PostgresSaver (2)",
+        _ratio("2.", "LangGraph", "of LangGraph"),
+        1.0,
+        0.5,
+        False,
+    ),
+    Target(
+        "the same vs the bare-commit floor of its commits (2)",
+        _ratio("2.", "floor", "of the floor"),
+        4.0,
+        2.0,
+        False,
+    ),
+    Target("GET /api/v1/runs req/s (6)", _api("GET /api/v1/runs"), 200, 400, True),
+    Target("GET /api/v1/runs p99 ms (6)", _api_p99("GET /api/v1/runs"), 100, 50, False),
+    Target("POST approve req/s (6)", _api("POST"), 100, 200, True),
+    Target("POST approve p99 ms (6)", _api_p99("POST"), 150, 150, False),
+    Target("workers, 1 → 2 processes (3)", _scaling, 1.8, 1.9, True),
+    Target("live inbox, 50 clients, approval → message p99 ms (5)", _live_p99, 100, 50, False),
+)
+
+
+def _bytes(rows: list[Row], bench: str) -> str:
+    keelgate = _row(rows, bench, "Keelgate")
+    langgraph = _row(rows, bench, "LangGraph")
+    mine = None if keelgate is None else keelgate.extra.get("bytes_per_step")
+    theirs = None if langgraph is None else langgraph.extra.get("bytes_per_step")
+    if mine is None or theirs is None:
+        return "not measured"
+    return f"Keelgate {mine:,.0f}, LangGraph {theirs:,.0f} ({float(mine) / float(theirs):.2f}x)"
+
+
+def scorecard(rows: list[Row]) -> str:
+    """The issue's table with this run's figures, and bytes per step on both databases."""
+    lines = ["", "Issue 14's targets, this run", "----------------------------"]
+    width = max(len(t.figure) for t in TARGETS)
+    for t in TARGETS:
+        got = t.read(rows)
+        if got is None:
+            lines.append(f"  {t.figure:<{width}}  not measured in this run")
+            continue
+        value, text = got
+        bounds = f"must {t.bound(t.must):<6} goal {t.bound(t.goal):<6}"
+        lines.append(f"  {t.figure:<{width}}  {t.verdict(value):<9} {bounds} {text}")
+    lines.append(f"  {'bytes per step on disk, SQLite (1)':<{width}}  {_bytes(rows, '1.')}")
+    lines.append(f"  {'bytes per step on disk, PostgreSQL (2)':<{width}}  {_bytes(rows, '2.')}")
+    return "\n".join(lines)
