@@ -15,6 +15,7 @@ disconnect) is read from the chain itself, or answered with a fresh list.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -23,6 +24,7 @@ from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -88,6 +90,9 @@ class _Rendered:
 
 RENDERED = _Rendered()
 
+_RENDERING: dict[tuple[Any, ...], asyncio.Future[str | None]] = {}
+"""Patches being rendered now, by key: the other sockets of a batch await the first's render."""
+
 
 def _roles(user: Any) -> dict[str, str]:
     rows = Membership.objects.filter(user=user).values_list("tenant__slug", "role")
@@ -151,6 +156,19 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     # -- from the outbox tailer ---------------------------------------------------------
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its ``aclose_old_connections`` before every message.
+
+        That is a hop to the one thread that runs every consumer's sync work, for each
+        socket and each batch: with 50 sockets, 50 hops queued ahead of the render each
+        batch waits for. Every database call here goes through ``database_sync_to_async``,
+        which closes old connections before and after itself.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def outbox_batch(self, message: dict[str, Any]) -> None:
         """New events of one of the user's tenants: patch the browser's inbox."""
         batch = OutboxBatch.model_validate(message)
@@ -161,8 +179,54 @@ class InboxConsumer(AsyncWebsocketConsumer):
                 await self.close(code=CLOSE_UNAUTHENTICATED)
                 return
             self._session_checked = time.monotonic()
-        html = await database_sync_to_async(self._apply)(batch)
+        touched = self._contiguous(batch)
+        if touched is None:
+            html = await database_sync_to_async(self._apply)(batch)
+        else:
+            # The batch lists everything after what this socket has seen: no read is
+            # needed to know what it touched, so the patch is looked up (or awaited, if
+            # another socket is rendering it) here, without a hop to the sync thread.
+            html = await self._shared(touched)
         await self.send(text_data=html)
+
+    def _contiguous(self, batch: OutboxBatch) -> dict[str, set[str]] | None:
+        """The runs a complete batch that follows on from ``since`` touched (``since`` moved on).
+
+        None when the batch leaves a gap or is incomplete: :meth:`_apply` reads the chain.
+        """
+        tenant_id, seen = batch.tenant_id, self.since.get(batch.tenant_id, 0)
+        if not (batch.complete and batch.first_seq <= seen + 1):
+            return None
+        self.since[tenant_id] = max(seen, batch.last_seq)
+        return {tenant_id: {i.run_id for i in batch.items if i.seq > seen and i.run_id}}
+
+    async def _shared(self, touched: dict[str, set[str]]) -> str:
+        """The patch for ``touched`` at this socket's ``since``: cached, being rendered, or rendered now."""
+        key = self._key(touched, full=False)
+        loop = asyncio.get_running_loop()
+        while True:
+            html = RENDERED.get(key)
+            if html is not None:
+                return html
+            pending = _RENDERING.get(key)
+            if pending is None or pending.get_loop() is not loop:
+                break
+            html = await asyncio.shield(pending)
+            if html is not None:
+                return html
+            # That render failed: look again, another socket may be rendering it by now.
+        future: asyncio.Future[str | None] = loop.create_future()
+        _RENDERING[key] = future
+        rendered: str | None = None
+        try:
+            rendered = str(await database_sync_to_async(self._render_now)(touched, full=False))
+            RENDERED.put(key, rendered)
+        finally:
+            # Waiters get the patch, or None (this render failed or its socket left) and render their own.
+            if _RENDERING.get(key) is future:
+                del _RENDERING[key]
+            future.set_result(rendered)
+        return rendered
 
     # -- sync work (a thread) ----------------------------------------------------------
 
@@ -204,9 +268,9 @@ class InboxConsumer(AsyncWebsocketConsumer):
         self.since[tenant_id] = max(seen, last)
         return self._render({tenant_id: {i.run_id for i in items if i.run_id}}, full=full)
 
-    def _render(self, touched: dict[str, set[str]], *, full: bool) -> str:
-        """Counts always; with ``items``, the touched runs' inbox rows (or the whole list)."""
-        key = (
+    def _key(self, touched: dict[str, set[str]], *, full: bool) -> tuple[Any, ...]:
+        """Everything a patch for this socket depends on (see :class:`_Rendered`)."""
+        return (
             self.username,
             tuple(sorted(self.tenants.items())),
             self.items,
@@ -215,6 +279,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
             tuple(sorted((t, tuple(sorted(runs))) for t, runs in touched.items())),
             tuple(sorted(self.since.items())),
         )
+
+    def _render(self, touched: dict[str, set[str]], *, full: bool) -> str:
+        """Counts always; with ``items``, the touched runs' inbox rows (or the whole list)."""
+        key = self._key(touched, full=full)
         html = RENDERED.get(key)
         if html is None:
             html = self._render_now(touched, full=full)

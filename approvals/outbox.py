@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import connections
 
 from approvals.events import OutboxBatch, OutboxItem, tenant_group
-from audit.models import AuditEvent
+from audit.models import AuditEvent, ChainHead
 from audit.selectors import audit_heads
 from audit.store import NOTIFY_CHANNEL
 
@@ -70,6 +70,28 @@ def read_items(tenant_id: str, after_seq: int, limit: int = MAX_ITEMS) -> tuple[
     return items, len(rows) <= limit
 
 
+_READ_SQL = (
+    f"SELECT seq, kind, actor, body FROM {AuditEvent._meta.db_table}"
+    " WHERE tenant_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+_HEADS_SQL = f"SELECT tenant_id, seq FROM {ChainHead._meta.db_table} WHERE tenant_id = ANY(%s)"
+
+
+async def read_items_on(conn: Any, tenant_id: str, after_seq: int) -> tuple[list[OutboxItem], bool]:
+    """:func:`read_items` on the tailer's own psycopg connection (PostgreSQL)."""
+    cursor = await conn.execute(_READ_SQL, (tenant_id, after_seq, MAX_ITEMS + 1))
+    rows = await cursor.fetchall()
+    items = [_item(seq, kind, actor, body) for seq, kind, actor, body in rows[:MAX_ITEMS]]
+    return items, len(rows) <= MAX_ITEMS
+
+
+async def heads_on(conn: Any, tenant_ids: list[str]) -> dict[str, int]:
+    """:func:`audit.selectors.audit_heads` on the tailer's own psycopg connection."""
+    cursor = await conn.execute(_HEADS_SQL, (tenant_ids,))
+    found = {tenant_id: int(seq) for tenant_id, seq in await cursor.fetchall()}
+    return {t: found.get(t, 0) for t in tenant_ids}
+
+
 def _item(seq: int, kind: str, actor: str, body: str) -> OutboxItem:
     try:
         data = json.loads(body)
@@ -101,6 +123,8 @@ class OutboxTailer:
         self.task: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.sent_batches = 0
+        self.reader: Any = None
+        """On PostgreSQL, the tailer's own connection for its reads (see :meth:`_listen_loop`)."""
 
     # -- watching -------------------------------------------------------------
 
@@ -166,22 +190,33 @@ class OutboxTailer:
     async def _listen_loop(self) -> None:
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as conn:
+        # Reads go over a second connection of the tailer's own, kept open while it
+        # runs: through Django each read was a thread hop and, without persistent
+        # connections, a new connection (a third of a notified batch's time in Daphne).
+        # The LISTEN connection cannot run them: its notification loop holds it.
+        async with (
+            await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as conn,
+            await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as reader,
+        ):
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            await self.tick()  # what committed before LISTEN took effect
-            while True:
-                async for note in conn.notifies(timeout=safety_poll_seconds()):
-                    tenant_id, _, seq = note.payload.rpartition(":")
-                    last = self.heads.get(tenant_id)
-                    if last is not None and seq.isdigit() and int(seq) > last:
-                        await self.advance(tenant_id)
-                await self.tick()
+            self.reader = reader
+            try:
+                await self.tick()  # what committed before LISTEN took effect
+                while True:
+                    async for note in conn.notifies(timeout=safety_poll_seconds()):
+                        tenant_id, _, seq = note.payload.rpartition(":")
+                        last = self.heads.get(tenant_id)
+                        if last is not None and seq.isdigit() and int(seq) > last:
+                            await self.advance(tenant_id)
+                    await self.tick()
+            finally:
+                self.reader = None
 
     async def tick(self) -> None:
         """Look at every watched tenant's head row; send whatever is new."""
         if not self.heads:
             return
-        heads = await database_sync_to_async(audit_heads, thread_sensitive=False)(list(self.heads))
+        heads = await self._heads(list(self.heads))
         for tenant_id, seq in heads.items():
             last = self.heads.get(tenant_id)
             if last is not None and seq > last:
@@ -192,15 +227,18 @@ class OutboxTailer:
         last = self.heads.get(tenant_id)
         if last is None:
             return
-        items, complete = await database_sync_to_async(read_items, thread_sensitive=False)(tenant_id, last)
+        if self.reader is not None:
+            items, complete = await read_items_on(self.reader, tenant_id, last)
+        else:
+            items, complete = await database_sync_to_async(read_items, thread_sensitive=False)(
+                tenant_id, last
+            )
         if not items or tenant_id not in self.heads:
             return
         if complete:
             last_seq = items[-1].seq
         else:
-            last_seq = (await database_sync_to_async(audit_heads, thread_sensitive=False)([tenant_id]))[
-                tenant_id
-            ]
+            last_seq = (await self._heads([tenant_id]))[tenant_id]
             items = []
         self.heads[tenant_id] = last_seq
         batch = OutboxBatch(
@@ -208,6 +246,12 @@ class OutboxTailer:
         )
         await self.layer.group_send(tenant_group(tenant_id), batch.model_dump(mode="json"))
         self.sent_batches += 1
+
+    async def _heads(self, tenant_ids: list[str]) -> dict[str, int]:
+        if self.reader is not None:
+            return await heads_on(self.reader, tenant_ids)
+        heads: dict[str, int] = await database_sync_to_async(audit_heads, thread_sensitive=False)(tenant_ids)
+        return heads
 
 
 def _conninfo() -> dict[str, Any]:
