@@ -33,6 +33,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench import _pg
@@ -61,7 +62,7 @@ def server() -> int:
     if "port" in _server:
         return int(_server["port"])
     port = _free_port()
-    log = _pg.scratch_dir() / "daphne.log"
+    log = Path(os.environ.get("BENCH_DAPHNE_LOG") or _pg.scratch_dir() / "daphne.log")
     out = log.open("wb")
     proc = subprocess.Popen(
         [
@@ -160,16 +161,22 @@ def _clients_main(port: int, n: int, cookie: str, ready: Any, expect: Any, seen:
         await asyncio.sleep(0.2)
         ready.set()
         loop = asyncio.get_running_loop()
+        scanned = 0  # records before this were looked at for an earlier run: read only new ones
         while True:
             run_id = await loop.run_in_executor(None, expect.get)
             if run_id is None:
                 break
             deadline = time.monotonic() + 120
+            got: set[int] = set()
+            start = scanned
             while time.monotonic() < deadline:
-                got = {i for _, i, text in records if i >= 0 and _shows_approval(text, run_id)}
+                end = len(records)
+                got |= {i for _, i, text in records[start:end] if i >= 0 and _shows_approval(text, run_id)}
+                start = end
                 if len(got) == n:
                     break
                 await asyncio.sleep(0.005)
+            scanned = start
             seen.put(run_id)
         for t in tasks:
             t.cancel()
