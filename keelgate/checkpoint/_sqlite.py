@@ -55,12 +55,12 @@ _INSERT_CHECKPOINT = """
 _INSERT_DELTA = """
     INSERT INTO checkpoints (tenant_id, run_id, seq, phase, trace_id, state, saved_at, data, base_seq)
     SELECT ?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8
-    WHERE (
-        SELECT seq = ?8 AND substr(data, -4) = ?9 FROM checkpoints
-        WHERE tenant_id = ?1 AND run_id = ?2 ORDER BY seq DESC LIMIT 1
+    WHERE EXISTS (
+        SELECT 1 FROM checkpoints
+        WHERE tenant_id = ?1 AND run_id = ?2 AND seq = ?8 AND substr(data, -4) = ?9
     )
 """
-"""A delta, only if its base is the run's latest row and holds the text it was deflated against."""
+"""A delta, only if its base is stored and holds the text it was deflated against (same Adler-32)."""
 
 _CHAIN = """
     SELECT seq, base_seq, data, state FROM checkpoints
@@ -141,7 +141,7 @@ class SqliteCheckpointStore:
                 params = (*columns, encoded.data, encoded.base_seq, encoded.base_tail)
                 if conn.execute(_INSERT_DELTA, params).rowcount == 1:
                     return
-                # The memo's base is not the latest row (a rolled-back or foreign save).
+                # The memo's base is not stored (a save of a rolled-back transaction).
                 data = self._codec.keyframe(*key, state.seq, text)
             else:
                 data = encoded.data

@@ -150,10 +150,10 @@ class _Save:
         return row
 
     def guard_params(self) -> list[Any]:
-        """The delta's base check (see ``_base_is_latest``); a keyframe passes it."""
+        """The delta's base check (see ``_base_is_stored``); a keyframe passes it."""
         tenant_id, run_id, _ = self.key
         base, tail = self.encoded.base_seq, self.encoded.base_tail
-        return [base, base, tail, tenant_id, run_id]
+        return [base, tenant_id, run_id, base, tail]
 
     def refused(self, detail: str) -> StaleCheckpointError:
         self.codec.forget(*self.key[:2])
@@ -175,7 +175,7 @@ def _insert_params(state: LoopState, data: bytes, base_seq: int | None) -> list[
 
 
 def _insert(save: _Save) -> None:
-    """Insert the save's delta if its base is the run's latest row as remembered, else a keyframe."""
+    """Insert the save's delta if its base is stored as remembered, else a keyframe."""
     with connection.cursor() as cursor:
         if save.encoded.base_seq is not None:
             cursor.execute(_guarded_insert_sql(connection.vendor), [*save.row, *save.guard_params()])
@@ -188,19 +188,16 @@ def _insert(save: _Save) -> None:
 
 
 def _saved_or_refused(save: _Save, result: Result) -> None:
-    """The check of a sent save: ``(moved, saved)`` says whether the projection and the insert ran.
+    """The check of a sent save: no row, the projection did not move; else whether it saved.
 
-    Moved but not saved: the delta's base was not the run's latest row (a memo left by
-    a rolled-back or refused save), so the checkpoint goes in as a keyframe.
+    Moved but not saved: the delta's base is not stored as remembered (a memo left by a
+    rolled-back save), so the checkpoint goes in as a keyframe.
     """
-    moved, saved = result.rows[0]
-    if saved:
-        return
-    if moved:
+    if not result.rows:
+        _refused_or_insert(save)
+    elif not result.rows[0][0]:
         with connection.cursor() as cursor:
             cursor.execute(insert_sql(Checkpoint, _CHECKPOINT_COLUMNS), save.keyframe_row())
-        return
-    _refused_or_insert(save)
 
 
 def _refused_or_insert(save: _Save) -> None:
@@ -250,8 +247,8 @@ def _project(state: LoopState) -> int:
 def _save_sql() -> str:
     """PostgreSQL: the projection's UPDATE and, only if it moved the row, the insert.
 
-    It answers ``(moved, saved)``: a delta whose base check fails is not inserted, and
-    the check then stores it as a keyframe.
+    It answers one row if the projection moved, saying whether the insert ran: a delta
+    whose base check fails is not inserted, and the check stores it as a keyframe.
     """
     qn = connection.ops.quote_name
     columns = ", ".join(map(qn, _CHECKPOINT_COLUMNS))
@@ -259,8 +256,8 @@ def _save_sql() -> str:
     return (
         f"WITH moved AS ({_project_sql('postgresql')} RETURNING 1),"
         f" saved AS (INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values} FROM moved"
-        f" WHERE %s::integer IS NULL OR {_base_is_latest('postgresql')} RETURNING 1)"
-        " SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM saved)"
+        f" WHERE %s::integer IS NULL OR {_base_is_stored('postgresql')} RETURNING 1)"
+        " SELECT EXISTS (SELECT 1 FROM saved) FROM moved"
     )
 
 
@@ -272,14 +269,14 @@ def _guarded_insert_sql(vendor: str) -> str:
     values = ", ".join(["%s"] * len(_CHECKPOINT_COLUMNS))
     return (
         f"INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values}"
-        f" WHERE %s IS NOT NULL AND {_base_is_latest(vendor)}"
+        f" WHERE %s IS NOT NULL AND {_base_is_stored(vendor)}"
     )
 
 
-def _base_is_latest(vendor: str) -> str:
-    """The run's latest row is the delta's base and ends with its Adler-32 (the base text's checksum).
+def _base_is_stored(vendor: str) -> str:
+    """The delta's base row is stored and ends with its Adler-32 (the checksum of the base's text).
 
-    Parameters: base seq, base tail, tenant id, run id. One step down the unique index.
+    Parameters: tenant id, run id, base seq, base tail. One probe of the unique index.
     """
     qn = connection.ops.quote_name
     data = qn("data")
@@ -289,8 +286,8 @@ def _base_is_latest(vendor: str) -> str:
         else f"substr({data}, -4)"
     )
     return (
-        f"(SELECT {qn('seq')} = %s AND {tail} = %s FROM {qn(Checkpoint._meta.db_table)}"
-        f" WHERE {qn('tenant_id')} = %s AND {qn('run_id')} = %s ORDER BY {qn('seq')} DESC LIMIT 1)"
+        f"EXISTS (SELECT 1 FROM {qn(Checkpoint._meta.db_table)} WHERE {qn('tenant_id')} = %s"
+        f" AND {qn('run_id')} = %s AND {qn('seq')} = %s AND {tail} = %s)"
     )
 
 

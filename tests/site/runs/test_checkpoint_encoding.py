@@ -111,14 +111,15 @@ def test_rows_saved_before_the_encoding_still_read(operator) -> None:
 
 
 def test_a_wrong_memo_is_stored_whole_and_a_stale_save_still_stores_nothing(operator) -> None:
-    """A memo behind the latest row, or of a discarded transaction, gives a keyframe; a stale save raises."""
+    """A memo of a discarded transaction gives a keyframe, one behind the latest a delta; stale raises."""
     _run()
     a, b = DjangoCheckpointStore(), DjangoCheckpointStore()
     saved = _saves(a, "r", range(1, 4))
     b.load("t1", "r")  # b's memo: seq 3
     saved += _saves(a, "r", range(4, 5))
-    saved += _saves(b, "r", range(5, 6))  # based on 3 by the memo; the latest row is 4
-    assert _stored()[-1] == (5, None)
+    saved += _saves(b, "r", range(5, 6))  # based on 3 by the memo (stored); the latest row is 4
+    assert _stored()[-1] == (5, 3)
+    assert _history() == saved and DjangoCheckpointStore().load("t1", "r").to_json() == saved[-1]
 
     before = list(
         Checkpoint.objects.filter(run_id="r").order_by("seq").values_list("seq", "base_seq", "data")
