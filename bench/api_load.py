@@ -1,19 +1,22 @@
 """6. API throughput: req/s and p99 of the REST API under load, against the same server's floor.
 
     QUICK=1 .venv/bin/python -m bench --only 6          # as part of the table
-    .venv/bin/python -m bench.api_load --topologies 1,1+pool,2+pool --duration 5
+    .venv/bin/python -m bench.api_load --topologies 1,1+pool,1+cache,1+pool+cache --duration 5
 
-For each topology (``BENCH_API_TOPOLOGIES``, default ``1,1+pool,2+pool``: one Daphne
-with the site's defaults, a new database connection per request; one Daphne with a
-psycopg connection pool, ``KEELGATE_DB_POOL=8``; two Daphne, each with its pool,
-sharing one listening socket as ``keelgate_serve --web-processes 2`` starts them) the
-same three loads run interleaved over rounds, each for a fixed time on 16 keep-alive
-connections (``BENCH_API_CONNECTIONS``, as the issue's table):
+For each topology (``BENCH_API_TOPOLOGIES``, default ``1,1+pool+cache,2+pool+cache``)
+the same three loads run interleaved over rounds, each for a fixed time on 16 keep-alive
+connections (``BENCH_API_CONNECTIONS``, as the issue's table). A topology is a number of
+Daphne processes sharing one listening socket, as ``keelgate_serve --web-processes N``
+starts them, and flags: ``pool`` (``KEELGATE_DB_POOL=8``; without it a PostgreSQL
+session per request), ``cache`` (``KEELGATE_API_KEY_CACHE_SECONDS=5``; without it a key
+lookup per request), ``redis`` (Redis for the cache and the channel layer, as several
+processes are deployed, and the API rate limit counting every request; ``BENCH_REDIS_URL``,
+default database 13 on localhost). ``1`` is the site as it was configured before.
 
 - ``GET /api/v1/runs`` (a page of 50) with an API key;
 - ``POST /api/v1/approvals/{id}/approve`` with an API key, a different waiting approval
-  per request (copies of one real waiting run: its Run, checkpoint and inbox rows under
-  new run ids, made in bulk beforehand);
+  per request (copies of one real waiting run, made beforehand: see
+  :func:`_waiting_approvals`);
 - the floor: ``GET`` of an unknown ``/api/v1/`` path, the server's JSON 404 (middleware,
   routing and the error handler; no database).
 
@@ -21,12 +24,12 @@ The load generator is ``wrk`` when it is on ``PATH`` (``apt-get install wrk``; a
 script gives each approve request its own id), else an asyncio HTTP/1.1 generator of
 the same shape, which itself takes a good part of a core on a small machine. Every
 row reports its ratio to the floor of the same server measured in the same rounds, p50
-and p99 over every request of the rounds, the server processes' CPU per request, and
-any status other than the expected one (200; 404 for the floor). Django runs with
-production settings (``KEELGATE_DEBUG=0``), the in-memory channel layer and cache, and
-the API rate limit off; ``BENCH_API_ENV`` (``NAME=value,...``) adds settings to the
-server processes only, e.g. ``KEELGATE_DB_POOL=0`` to measure without the pool. Only
-loopback is ever addressed.
+and p99 (medians over rounds, and the worst round), the server processes' CPU per
+request, and any status other than the expected one (200; 404 for the floor), with
+the first errors the server logged. Django runs with production settings
+(``KEELGATE_DEBUG=0``), the in-memory channel layer and cache unless ``redis``, and
+the API rate limit off unless ``redis``; ``BENCH_API_ENV`` (``NAME=value,...``) adds
+settings to the server processes. Only loopback is ever addressed.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ MAX_RATE = 200
 DEFAULT = "1,1+pool+cache,2+pool+cache"
 POOL_SIZE = "8"
 """``KEELGATE_DB_POOL`` of a ``+pool`` topology, as ``keelgate_serve`` gives its web processes."""
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+"""Redis of a ``+redis`` topology (``BENCH_REDIS_URL``)."""
 CACHE_SECONDS = "5"
 """``KEELGATE_API_KEY_CACHE_SECONDS`` of a ``+cache`` topology (the site's default)."""
 
@@ -70,13 +75,18 @@ def _topology(text: str) -> tuple[int, dict[str, str]]:
     """``"2+pool+cache"``: two Daphne processes, each with a connection pool and the key cache;
     ``"1"``: one, a new database connection per request and a key lookup per request."""
     n, *flags = text.split("+")
-    unknown = set(flags) - {"pool", "cache"}
+    unknown = set(flags) - {"pool", "cache", "redis"}
     if unknown:
         raise ValueError(f"unknown topology flags {sorted(unknown)} in {text!r}")
-    return int(n), {
+    env = {
         "KEELGATE_DB_POOL": POOL_SIZE if "pool" in flags else "0",
         "KEELGATE_API_KEY_CACHE_SECONDS": CACHE_SECONDS if "cache" in flags else "0",
     }
+    if "redis" in flags:
+        # As deployed with several processes: Redis for the cache and the channel layer, and
+        # the rate limit counting every request (too high to refuse one).
+        env.update({"REDIS_URL": REDIS_URL, "KEELGATE_API_RATE_LIMIT": "1000000000"})
+    return int(n), env
 
 
 def _cached(topology: str) -> bool:
@@ -87,7 +97,8 @@ def _title(topology: str) -> str:
     n, env = _topology(topology)
     pool = f"pool of {env['KEELGATE_DB_POOL']}" if env["KEELGATE_DB_POOL"] != "0" else "no pool"
     cache = "key cache" if env["KEELGATE_API_KEY_CACHE_SECONDS"] != "0" else "no key cache"
-    return f"{n} Daphne, {pool}, {cache}"
+    redis = ", Redis + rate limit" if "REDIS_URL" in env else ""
+    return f"{n} Daphne, {pool}, {cache}{redis}"
 
 
 def _options() -> dict[str, Any]:
@@ -146,8 +157,9 @@ class Servers:
                 self.stop()
                 raise RuntimeError(f"Daphne did not start: {self.log.read_text()[-800:]}")
             time.sleep(0.1)
+        # The first request loads the URL map and the API (seconds on a loaded machine).
         with contextlib.suppress(urllib.error.HTTPError):  # the JSON 404: Django answers
-            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/bench-ready", timeout=10)
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/bench-ready", timeout=120)
         progress(f"{BENCH}: {n} Daphne process(es) up on port {self.port}")
 
     def cpu(self) -> float:
@@ -539,7 +551,13 @@ def run() -> list[Row]:
     rows: list[Row] = []
     first: dict[str, float] = {}
     for topology in opts["topologies"]:
-        values, results = _measure(topology, opts, token, pool, _pg.scratch_dir())
+        try:
+            values, results = _measure(topology, opts, token, pool, _pg.scratch_dir())
+        except Exception as exc:  # one topology that breaks is a row, not the whole benchmark
+            rows.append(
+                Row(BENCH, f"{_title(topology)}: not measured: {type(exc).__name__}: {exc}", "", "", None)
+            )
+            continue
         floor = median(values["floor"])
         for name, label in _LABELS.items():
             got = results[name]

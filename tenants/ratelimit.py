@@ -10,16 +10,23 @@ Redis, Memcached), so concurrent requests in any number of processes sharing the
 can never both take the last slot; a token bucket would need a read-modify-write under
 a lock. The price is that a client can spend up to twice the limit across a window
 boundary, which is acceptable for a fairness limit and slows a guesser just as well.
+
+On Redis (``REDIS_URL``, which several web processes need) a count is one round trip,
+``INCR`` and ``EXPIRE`` pipelined, instead of Django's ``add`` plus ``incr`` (three:
+``SET NX``, ``EXISTS``, ``INCRBY``), on one client per process (see :func:`_redis`).
+``INCR`` is atomic, so the guarantee is the same.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
+from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.http import HttpRequest
 
 from sitekit.errors import AuthRateLimitedError, RateLimitedError
@@ -50,11 +57,43 @@ def _slot(name: str, window: int, now: float) -> tuple[str, int]:
     return f"keelgate:ratelimit:{name}:{window}:{index}", max(1, math.ceil((index + 1) * window - now))
 
 
+_shared: dict[str, Any] = {}
+"""One RedisCache (so one connection pool) per process and cache configuration."""
+_shared_lock = threading.Lock()
+
+
+def _redis(slot: str) -> tuple[Any, str] | None:
+    """The Redis client and full key of ``slot`` if the default cache is Django's RedisCache.
+
+    Django's caches are per thread, and Daphne runs each request in a thread of its own:
+    through ``cache`` every request would build the backend again and open a new
+    connection to Redis (bench 6: about 4 ms of server CPU per API request). The backend
+    kept here is shared by every thread (redis-py's connection pool is thread-safe).
+    """
+    config = settings.CACHES["default"]
+    if config.get("BACKEND") != "django.core.cache.backends.redis.RedisCache":
+        return None
+    ident = repr(sorted(config.items()))
+    backend = _shared.get(ident)
+    if backend is None:
+        with _shared_lock:
+            backend = _shared.setdefault(ident, caches.create_connection("default"))
+    key = backend.make_and_validate_key(slot)
+    return backend._cache.get_client(key, write=True), key
+
+
 def _count(slot: str, window: int) -> int | None:
     """One more in ``slot``; None when the cache is down (a limit fails open, the API stays up)."""
     # The entry outlives its window a little, so a slow clock in one process cannot
     # see it vanish and restart the count.
     try:
+        redis = _redis(slot)
+        if redis is not None:
+            client, key = redis
+            pipe = client.pipeline(transaction=False)
+            pipe.incr(key)
+            pipe.expire(key, window + 5)
+            return int(pipe.execute()[0])
         cache.add(slot, 0, timeout=window + 5)
         try:
             return int(cache.incr(slot))
@@ -92,7 +131,8 @@ def auth_failure_check(*, address: str, now: float | None = None) -> None:
         return
     slot, retry_after = _slot(f"auth-fail:{address}", window, time.time() if now is None else now)
     try:
-        failures = int(cache.get(slot) or 0)
+        redis = _redis(slot)
+        failures = int((redis[0].get(redis[1]) if redis is not None else cache.get(slot)) or 0)
     except Exception:
         logger.warning("ratelimit.cache_unavailable slot=auth-fail", exc_info=True)
         return

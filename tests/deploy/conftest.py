@@ -124,7 +124,8 @@ class Topology:
             port = _free_port()
             argv = [python, "-m", "daphne", "--proxy-headers", "-b", "127.0.0.1", "-p", str(port)]
             argv.append("keelgate_site.asgi:application")
-            self.web.append(Process(f"daphne-{n}", argv, env, home, url=f"http://127.0.0.1:{port}"))
+            web_env = {**env, "KEELGATE_DB_POOL": "8"}  # the web unit's Environment= line
+            self.web.append(Process(f"daphne-{n}", argv, web_env, home, url=f"http://127.0.0.1:{port}"))
         self.workers = [
             Process(
                 f"worker-{n}", [python, "manage.py", "keelgate_worker", "--poll-seconds", "0.2"], env, home
