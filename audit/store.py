@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
 
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
-from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
+from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, linked_parts, stored_event
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
@@ -55,7 +55,7 @@ class DjangoAuditLog:
             # and the insert and the head's move go with the next one.
             memo = group.memo
             head = memo.get((_MEMO, tenant_id))
-            if head is None:
+            if head is None or head is _ON_SERVER:
                 head = _lock_head(tenant_id, group.query)
             event = self._event(tenant_id, head[0], head[1], actor, kind, encoded)
             group.send(insert_sql(EventRow, _EVENT_COLUMNS), _event_row(event, encoded))
@@ -66,6 +66,49 @@ class DjangoAuditLog:
             memo[(_MEMO, tenant_id)] = (event.seq, event.hash)
             transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
         return event
+
+    def record(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> None:
+        """Append without answering with the event (``keelgate.audit.RecordingAuditLog``).
+
+        In a grouped transaction on PostgreSQL that has not read the tenant's head, the
+        server links the event: one statement locks the head, inserts the event with
+        the next number and the hash of ``head.hash + before + seq + after``
+        (:func:`keelgate.audit.linked_parts`), and moves the head. It is sent, so the
+        transaction needs no round trip for the head, and a planner's barrier can
+        keep it. Otherwise, or once the head is known, this is :meth:`append`.
+        """
+        group = self.commit_group
+        if group is None or connection.vendor != "postgresql":
+            self.append(tenant_id, actor=actor, kind=kind, body=body)
+            return
+        encoded = encode_body(body)
+        with group.write():
+            memo = group.memo
+            if memo.get((_MEMO, tenant_id), _ON_SERVER) is not _ON_SERVER:
+                self.append(tenant_id, actor=actor, kind=kind, body=body)  # the head is known here
+                return
+            if (_MEMO, tenant_id) not in memo:  # a tenant's first event needs its head row
+                group.send(_ENSURE_HEAD, [tenant_id, GENESIS_HASH])
+            at = format_at(_utc_now(self.clock))
+            before, after = linked_parts(tenant_id, at, actor, kind, encoded[0])
+            group.send(
+                _LINK_ON_SERVER,
+                [
+                    tenant_id,
+                    tenant_id,
+                    at,
+                    actor,
+                    kind,
+                    encoded[0],
+                    before,
+                    after,
+                    tenant_id,
+                    NOTIFY_CHANNEL,
+                    f"{tenant_id}:",
+                ],
+            )
+            memo[(_MEMO, tenant_id)] = _ON_SERVER
+            transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
 
     def _event(
         self, tenant_id: str, head_seq: int, head_hash: str, actor: str, kind: str, encoded: Any
@@ -150,9 +193,33 @@ def _move_head_sql(tenant_id: str, seq: int, hash_: str) -> tuple[str, list[str 
 _SELECT_HEAD_SQLITE = f'SELECT "seq", "hash" FROM "{ChainHead._meta.db_table}" WHERE "tenant_id" = %s'
 _SELECT_HEAD = f"{_SELECT_HEAD_SQLITE} FOR UPDATE"
 _MEMO = "audit.head"
+_ON_SERVER = ("linked on the server",)
+"""The memo's head when this transaction's events were linked by the server: unknown here."""
+_ENSURE_HEAD = (
+    f'INSERT INTO "{ChainHead._meta.db_table}" ("tenant_id", "seq", "hash") VALUES (%s, 0, %s)'
+    ' ON CONFLICT ("tenant_id") DO NOTHING'
+)
+_LINK_ON_SERVER = (
+    f'WITH head AS (SELECT "seq", "hash" FROM "{ChainHead._meta.db_table}"'
+    ' WHERE "tenant_id" = %s FOR UPDATE),'
+    f' event AS (INSERT INTO "{EventRow._meta.db_table}"'
+    ' ("tenant_id", "seq", "at", "actor", "kind", "body", "prev_hash", "hash")'
+    " SELECT %s, head.seq + 1, %s, %s, %s, %s, head.hash,"
+    " encode(sha256(convert_to(head.hash || %s || (head.seq + 1)::text || %s, 'UTF8')), 'hex')"
+    ' FROM head RETURNING "seq", "hash")'
+    f' UPDATE "{ChainHead._meta.db_table}" AS h SET "seq" = event.seq, "hash" = event.hash FROM event'
+    ' WHERE h."tenant_id" = %s RETURNING pg_notify(%s, %s || event.seq)'
+)
 _MOVE_HEAD = (
     f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s AND "seq" = %s'
 )
+
+
+def _utc_now(clock: Clock) -> datetime:
+    now = clock.now()
+    if now.tzinfo is None:
+        raise ValueError("audit times must be timezone-aware")
+    return now.astimezone(UTC)
 
 
 def event_from_row(row: EventRow) -> AuditEvent:

@@ -192,6 +192,17 @@ def linked_text(
     ).encode()
 
 
+def linked_parts(tenant_id: str, at_text: str, actor: str, kind: str, body_text: str) -> tuple[str, str]:
+    """What :func:`linked_text` puts around the event's ``seq``, for a store that hashes elsewhere.
+
+    ``prev_hash + before + str(seq) + after`` are the very bytes (UTF-8) the event's hash
+    is taken over, so a database that knows the head can link the event itself.
+    ``at_text`` is the time as :func:`format_at` writes it, in UTC.
+    """
+    before = f'{{"actor":{_encode(actor)},"at":"{at_text}","body":{body_text},"kind":{_encode(kind)},"seq":'
+    return before, f',"tenant_id":{_encode(tenant_id)}}}'  # linked_text's layout; a test holds them equal
+
+
 def encode_body(body: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """A body's stored text and the value that reads back from it, encoding it once.
 

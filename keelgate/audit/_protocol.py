@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from keelgate.audit._event import AuditEvent
 
-__all__ = ["AuditLog"]
+__all__ = ["AuditLog", "RecordingAuditLog"]
 
 
 @runtime_checkable
@@ -39,4 +39,20 @@ class AuditLog(Protocol):
 
     def head(self, tenant_id: str) -> AuditEvent | None:
         """The newest event of the tenant's chain."""
+        ...
+
+
+@runtime_checkable
+class RecordingAuditLog(Protocol):
+    """An :class:`AuditLog` that can also append an event without answering with it.
+
+    The loop and the gateway never look at the event they append, so they call
+    ``record`` when a store offers it: a database store may then write the event with a
+    later round trip and link it on the server, where the head is, instead of asking
+    for the head first. Same contract as ``append`` otherwise: the same bytes, the same
+    hash, one chain with no gap, durable once the store's commit is.
+    """
+
+    def record(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> None:
+        """Append one event; its number and hash are the store's to know."""
         ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from keelgate._state import ActionOutcome, ApprovalState, PlannedAction
 from keelgate._types import ActionStatus, SideEffect
-from keelgate.audit import AuditLog
+from keelgate.audit import AuditLog, RecordingAuditLog
 from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.clock import Clock, SystemClock
 from keelgate.commits import CommitGroup, shared_group
@@ -93,6 +93,7 @@ class Gateway:
         self.idempotency = idempotency
         self.audit = audit
         self._group_of: tuple[tuple[int, int], CommitGroup] | None = None
+        self._audit_of: tuple[AuditLog, Callable[..., Any]] | None = None
         self.policy: ApprovalPolicy = policy or NoApproval()
         self.clock: Clock = clock or SystemClock()
         self.lease_seconds = lease_seconds
@@ -314,6 +315,14 @@ class Gateway:
         )
         return GatewayResult(outcome, approval)
 
+    def _audit_write(self) -> Callable[..., Any]:
+        """``record`` where the store offers it (the gateway never needs the event), else ``append``."""
+        audit = self.audit
+        if self._audit_of is None or self._audit_of[0] is not audit:
+            write = audit.record if isinstance(audit, RecordingAuditLog) else audit.append
+            self._audit_of = (audit, write)
+        return self._audit_of[1]
+
     def _audit(self, ctx: CallContext, kind: str, action: PlannedAction, **extra: Any) -> None:
         body: dict[str, Any] = {
             "run_id": ctx.run_id,
@@ -322,7 +331,8 @@ class Gateway:
             "idempotency_key": action.idempotency_key,
         }
         body.update(extra)
-        self.audit.append(ctx.tenant_id, actor=f"agent:{ctx.agent_id}", kind=kind, body=body)
+        write = self._audit_write()
+        write(ctx.tenant_id, actor=f"agent:{ctx.agent_id}", kind=kind, body=body)
 
 
 def _error(

@@ -23,7 +23,7 @@ from typing import Any
 from keelgate import tracing
 from keelgate._state import ErrorInfo, LoopState, PlannedAction, VerdictRecord
 from keelgate._types import ActionStatus, LoopType, Phase, StopReason
-from keelgate.audit import AuditLog
+from keelgate.audit import AuditLog, RecordingAuditLog
 from keelgate.checkpoint import CheckpointStore
 from keelgate.clock import Clock, SystemClock
 from keelgate.commits import CommitGroup, shared_group
@@ -114,6 +114,7 @@ class Loop(DecisionsMixin):
         ``StopReason.CANCELLED`` stops it for good (a person cancelled it)."""
         self._tick_at = 0.0
         self._group_of: tuple[tuple[int, ...], CommitGroup] | None = None
+        self._audit_of: tuple[AuditLog, Callable[..., Any]] | None = None
 
     @property
     def commit_group(self) -> CommitGroup:
@@ -527,9 +528,18 @@ class Loop(DecisionsMixin):
         state.updated_at = self.clock.now()
         self.checkpoints.save(state)
 
+    def _audit_write(self) -> Callable[..., Any]:
+        """``record`` where the store offers it (the loop never needs the event), else ``append``."""
+        audit = self.audit
+        if self._audit_of is None or self._audit_of[0] is not audit:
+            write = audit.record if isinstance(audit, RecordingAuditLog) else audit.append
+            self._audit_of = (audit, write)
+        return self._audit_of[1]
+
     def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
         actor = actor or f"agent:{state.agent_id}"
-        self.audit.append(state.tenant_id, actor=actor, kind=kind, body={"run_id": state.run_id, **body})
+        write = self._audit_write()
+        write(state.tenant_id, actor=actor, kind=kind, body={"run_id": state.run_id, **body})
         if kind in tracing.DECISION_KINDS:
             tracing.decision(state, kind, actor, body)
 

@@ -116,7 +116,7 @@ class DjangoCommitGroup:
         Writes bound on the client but never sent (PostgreSQL, no ``BEGIN`` yet) hold no
         lock: they leave Django's transaction (so outside code on this connection runs
         as if they did not exist) and go with the next flush, saving its commit. Once
-        anything was sent, or a callback waits for the commit, the barrier flushes.
+        anything was sent, the barrier flushes.
         """
         txn = self._txn()
         if txn is None:
@@ -125,13 +125,16 @@ class DjangoCommitGroup:
             txn.conn.vendor == "postgresql"
             and txn.outermost
             and txn.failed is None
-            and not txn.conn.run_on_commit
             and txn.conn.connection.info.transaction_status == _IDLE
         )
         if not parkable:
             self.flush()
             return
-        self._local.parked = (txn.pending, txn.fenced)
+        # What waits for the commit (transaction.on_commit) waits with the writes.
+        conn: Any = txn.conn  # django-stubs types the entries as pairs; Django keeps (ids, func, robust)
+        callbacks = [(func, robust) for _, func, robust in conn.run_on_commit]
+        conn.run_on_commit = []
+        self._local.parked = (txn.pending, txn.fenced, callbacks)
         txn.pending = []
         self._end(txn, rollback=False)  # nothing reached the server: nothing to commit
 
@@ -233,7 +236,9 @@ class DjangoCommitGroup:
             parked = getattr(self._local, "parked", None)
             if parked:
                 self._local.parked = None
-                txn.pending, txn.fenced = parked
+                txn.pending, txn.fenced, callbacks = parked
+                for func, robust in callbacks:
+                    transaction.on_commit(func, robust=robust)
         if txn.fenced or self.fence is None:
             return
         if txn.conn.vendor == "postgresql":  # checked by the server: the commit may go with it

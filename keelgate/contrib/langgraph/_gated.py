@@ -415,6 +415,10 @@ class _HeldRequests:
             return None
         return self.inner.append(tenant_id, actor=actor, kind=kind, body=body)
 
+    def record(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> None:
+        """``append`` for a caller that needs no event: held like it, never past the hold."""
+        self.append(tenant_id, actor=actor, kind=kind, body=body)
+
     def release(self, *, record: bool) -> None:
         """Write what was held (``record``) or drop it."""
         held = self._held.get() or []
