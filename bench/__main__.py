@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench._common import RESULTS, Row, fmt, progress, quick, write_json
+from bench._scorecard import scorecard
 
 BENCHES: dict[str, tuple[str, str]] = {
     "1": ("bench.step_sqlite", "durable step cost, SQLite"),
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     elapsed = time.monotonic() - started
     load_after = os.getloadavg()
-    table = render(rows)
+    table = render(rows) + "\n" + scorecard(rows)
     print(table)
     load = f"{os.cpu_count()} CPUs; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after"
     print(f"\n{'QUICK' if quick() else 'full'} pass in {elapsed:.0f}s on {platform.node()} ({load})")
