@@ -193,10 +193,14 @@ class OutboxTailer:
         # Reads go over a second connection of the tailer's own, kept open while it
         # runs: through Django each read was a thread hop and, without persistent
         # connections, a new connection (a third of a notified batch's time in Daphne).
-        # The LISTEN connection cannot run them: its notification loop holds it.
+        # The LISTEN connection cannot run them: its notification loop holds it. No
+        # automatic prepare: psycopg prepares a query at its fifth run, and that batch
+        # arrived 30 to 50 ms late behind 50 sockets (bench 5), every time.
         async with (
             await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as conn,
-            await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as reader,
+            await psycopg.AsyncConnection.connect(
+                **_conninfo(), autocommit=True, prepare_threshold=None
+            ) as reader,
         ):
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             self.reader = reader
