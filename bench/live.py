@@ -1,4 +1,4 @@
-"""5. Live inbox latency and 6. API throughput, against one Daphne serving the site.
+"""5. Live inbox latency, against one Daphne serving the site.
 
 Daphne runs ``keelgate_site.asgi:application`` on the scratch database with production
 settings (``KEELGATE_DEBUG=0``), the in-memory channel layer, and the API rate limit off.
@@ -10,12 +10,8 @@ settings (``KEELGATE_DEBUG=0``), the in-memory channel layer, and the API rate l
    creates the inbox row returns (committed), and stops at each client's first message
    naming the run. The clients run in a separate process. Baseline: PostgreSQL's own
    ``NOTIFY`` to ``LISTEN`` latency, a commit in this process reaching that process.
-6. Requests per second and p99 from a small asyncio HTTP/1.1 keep-alive load generator
-   (8 connections) for ``GET /api/v1/runs`` (a page of 50) and ``POST
-   /api/v1/approvals/{id}/approve`` with an API key. Baseline: the same server answering
-   an unknown ``/api/v1/`` path with its JSON 404 (middleware and routing, no database).
-   Approvals to approve are copies of one real waiting run (its Run, checkpoint and
-   inbox rows with a new run id), made in bulk beforehand.
+
+Benchmark 6, API throughput, is ``bench/api_load.py``.
 """
 
 from __future__ import annotations
@@ -37,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import _pg
-from bench._common import REPO, Row, interleave, median, progress, quick
+from bench._common import REPO, Row, progress, quick
 
 BENCH_INBOX = "5. live inbox latency"
-BENCH_API = "6. API throughput"
 _server: dict[str, Any] = {}
 
 
@@ -354,218 +349,6 @@ def run_inbox() -> list[Row]:
                 statistics.median(f),
                 f,
                 extra={"p99_ms": _p(f, 0.99) if f else None},
-            )
-        )
-    return rows
-
-
-# -- 6. API --------------------------------------------------------------------------------------
-
-
-async def _http_load(
-    port: int, requests: list[bytes] | None, template: bytes | None, duration: float, connections: int
-) -> tuple[list[float], dict[int, int], float]:
-    """Send requests on keep-alive connections: a fixed list once, or ``template`` for ``duration``."""
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    queue = list(reversed(requests)) if requests is not None else None
-    deadline = time.perf_counter() + duration
-
-    async def worker() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while True:
-                if queue is not None:
-                    if not queue:
-                        return
-                    request = queue.pop()
-                elif time.perf_counter() >= deadline:
-                    return
-                else:
-                    request = template  # type: ignore[assignment]
-                t = time.perf_counter()
-                writer.write(request)
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                status = int(lines[0].split()[1])
-                headers = {
-                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
-                }
-                if "content-length" in headers:
-                    await reader.readexactly(int(headers["content-length"]))
-                elif headers.get("transfer-encoding") == "chunked":
-                    while True:
-                        size = int((await reader.readuntil(b"\r\n")).strip(), 16)
-                        await reader.readexactly(size + 2)
-                        if size == 0:
-                            break
-                latencies.append(time.perf_counter() - t)
-                statuses[status] = statuses.get(status, 0) + 1
-                if headers.get("connection", "").lower() == "close":
-                    writer.close()
-                    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        finally:
-            writer.close()
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(connections)))
-    return latencies, statuses, time.perf_counter() - start
-
-
-def _request(method: str, path: str, token: str | None, body: bytes = b"") -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: keep-alive"]
-    if token:
-        lines.append(f"Authorization: Bearer {token}")
-    if method == "POST":
-        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-def _clone_waiting_runs(user: Any, tenant: str, n: int) -> list[int]:
-    """``n`` approvals to decide: copies of one real waiting run under new run ids (untimed)."""
-    from approvals.models import Approval
-    from runs.engine.worker import Worker
-    from runs.models import Checkpoint, Run
-    from runs.services import run_start
-
-    template, _ = run_start(tenant_id=tenant, agent="paper-trader", goal="buy 10 ACME", user=user)
-    Worker(poll_seconds=0.01).serve(once=True)
-    gc.collect()
-    run = Run.objects.get(pk=template.pk)
-    checkpoints = list(Checkpoint.objects.filter(tenant_id=tenant, run_id=run.run_id).order_by("seq"))
-    texts = {e.seq: e.text for e in Checkpoint.objects.entries(tenant, run.run_id)}  # stored deflated
-    approval = Approval.objects.get(tenant_id=tenant, run_id=run.run_id)
-    new_runs, new_checkpoints, new_approvals = [], [], []
-    for _ in range(n):
-        rid = uuid.uuid4().hex
-        new_runs.append(Run(**{**_fields(run), "run_id": rid}))
-        for c in checkpoints:
-            new_checkpoints.append(
-                Checkpoint(
-                    **{
-                        **_fields(c),
-                        "run_id": rid,
-                        "state": texts[c.seq].replace(run.run_id, rid),  # a plain row, as before encoding
-                        "data": None,
-                        "base_seq": None,
-                    }
-                )
-            )
-        new_approvals.append(Approval(**{**_fields(approval), "run_id": rid}))
-    Run.objects.bulk_create(new_runs)
-    Checkpoint.objects.bulk_create(new_checkpoints)
-    made = Approval.objects.bulk_create(new_approvals)
-    return [a.pk for a in made]
-
-
-def _fields(row: Any) -> dict[str, Any]:
-    return {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if not f.primary_key}
-
-
-def _queries_per_request(token: str, approval_id: int) -> dict[str, int]:
-    """SQL queries one request makes, counted in this process with Django's test client."""
-    from django.db import connection
-    from django.test import Client
-    from django.test.utils import CaptureQueriesContext
-
-    client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
-    counts = {}
-    for name, call in (
-        ("runs", lambda: client.get("/api/v1/runs")),
-        (
-            "approve",
-            lambda: client.post(
-                f"/api/v1/approvals/{approval_id}/approve",
-                data=b'{"note": ""}',
-                content_type="application/json",
-            ),
-        ),
-        ("floor", lambda: client.get("/api/v1/bench-floor")),
-    ):
-        with CaptureQueriesContext(connection) as captured:
-            response = call()
-        if response.status_code >= 500:
-            raise RuntimeError(f"{name}: HTTP {response.status_code}")
-        counts[name] = len(captured.captured_queries)
-    return counts
-
-
-def run_api() -> list[Row]:
-    why = _missing() or _pg.reachable()
-    if why:
-        return [Row(BENCH_API, f"not measured: {why}", "", "", None)]
-    _pg.setup_django()
-    from tenants.api_keys import api_key_create
-    from tenants.models import Tenant
-
-    port = server()
-    user = _user("api", "bench-api")
-    _, token = api_key_create(tenant=Tenant.objects.get(slug="api"), user=user, name="bench")
-    rounds = 2 if quick() else 3
-    duration = 1.0 if quick() else 4.0
-    per_round = 20 if quick() else 100
-    conns = 8
-    approvals = _clone_waiting_runs(user, "api", per_round * (rounds + 1) + 60)
-    pool = list(approvals)
-    queries = _queries_per_request(token, pool.pop())
-    progress(f"{BENCH_API}: {len(approvals)} approvals ready to decide; queries per request {queries}")
-    pooled: dict[str, list[float]] = {"runs": [], "approve": [], "floor": []}
-    bad: dict[str, dict[int, int]] = {k: {} for k in pooled}
-
-    def load(name: str, requests: list[bytes] | None, template: bytes | None) -> float:
-        lat, statuses, elapsed = asyncio.run(_http_load(port, requests, template, duration, conns))
-        pooled[name].extend(lat)
-        for status, count in statuses.items():
-            if status != (404 if name == "floor" else 200):
-                bad[name][status] = bad[name].get(status, 0) + count
-        return len(lat) / elapsed
-
-    def approve() -> float:
-        ids = [pool.pop() for _ in range(per_round)]
-        return load(
-            "approve",
-            [_request("POST", f"/api/v1/approvals/{i}/approve", token, b'{"note": ""}') for i in ids],
-            None,
-        )
-
-    cases = {
-        "runs": lambda: load("runs", None, _request("GET", "/api/v1/runs", token)),
-        "approve": approve,
-        "floor": lambda: load("floor", None, _request("GET", "/api/v1/bench-floor", None)),
-    }
-    for case in cases.values():  # warm-up
-        case()
-    for k in pooled:
-        pooled[k].clear()
-    values = interleave(BENCH_API, cases, rounds=rounds)
-    fm = median(values["floor"])
-    rows = []
-    for name, label in (
-        ("runs", "GET /api/v1/runs (page of 50), API key"),
-        ("approve", "POST /api/v1/approvals/{id}/approve, API key"),
-        ("floor", "floor: GET unknown /api/v1/ path (JSON 404, no database)"),
-    ):
-        m = median(values[name])
-        p99 = _p(pooled[name], 0.99) * 1e3
-        rows.append(
-            Row(
-                BENCH_API,
-                label,
-                "throughput",
-                "req/s",
-                m,
-                values[name],
-                ratio=fm / m if name != "floor" else None,
-                ratio_to="floor req/s / this" if name != "floor" else "",
-                extra={
-                    "p99_ms": p99,
-                    "p50_ms": _p(pooled[name], 0.5) * 1e3,
-                    "connections": conns,
-                    "unexpected_status": bad[name],
-                    "queries_per_request": queries.get(name),
-                },
-                note=f"p50 {_p(pooled[name], 0.5) * 1e3:.1f} ms, p99 {p99:.1f} ms, {conns} connections"
-                + (f"; unexpected statuses {bad[name]}" if bad[name] else ""),
             )
         )
     return rows
