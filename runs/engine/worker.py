@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -381,7 +382,10 @@ class _Renewer:
     IDLE_SECONDS = 5.0
 
     def __init__(self, worker: Worker) -> None:
-        self._worker = worker
+        # Weak: a waiting thread must not keep a dropped worker, its event loop and
+        # that loop's database connection alive until it ends.
+        self._worker = weakref.ref(worker)
+        self._lease_seconds = worker.lease_seconds
         self._cond = threading.Condition()
         self._busy = threading.Lock()
         """Held while one renewal is in flight."""
@@ -441,7 +445,7 @@ class _Renewer:
                 return job
 
     def _run(self) -> None:
-        interval = max(0.05, self._worker.lease_seconds / 3)
+        interval = max(0.05, self._lease_seconds / 3)
         renewed: object = None
         try:
             while True:
@@ -456,7 +460,11 @@ class _Renewer:
                     continue
                 try:
                     claim, lost, cancel = job
-                    self._worker._renew_once(claim, lost, cancel)
+                    worker = self._worker()
+                    if worker is None:  # dropped without close(): nothing left to renew for
+                        return
+                    worker._renew_once(claim, lost, cancel)
+                    del worker
                     renewed = job
                     if lost.is_set():
                         with self._cond:
