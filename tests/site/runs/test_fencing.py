@@ -238,16 +238,24 @@ def test_a_worker_frozen_past_its_lease_neither_repeats_the_order_nor_overwrites
             time.sleep(freeze_after)
             os.kill(worker_a.pid, signal.SIGSTOP)
         # Never leave A frozen inside a transaction: B would wait on its lock, not take over.
+        # The brokerage's SQLite file counts too: frozen while it opens that file, A holds
+        # its WAL index, and the mode below fails ("locking protocol"). So the mode is set
+        # while A is stopped, and a refusal lets A run on a little, as a held lock does.
         for _ in range(100):
             if not holds_database_lock(app_a):
-                break
+                try:
+                    brokerage.set_mode("normal")
+                    break
+                except sqlite3.OperationalError:
+                    pass
             os.kill(worker_a.pid, signal.SIGCONT)
             time.sleep(0.002)
             os.kill(worker_a.pid, signal.SIGSTOP)
+        else:
+            pytest.fail("A stayed frozen inside a transaction or the brokerage's file")
         frozen = Run.objects.get(pk=run.pk)
         if frozen.status != RunStatus.RUNNING or frozen.lease_epoch != epoch_a:
             pytest.fail(f"A finished before it was frozen ({frozen.status}); the freeze came too late")
-        brokerage.set_mode("normal")
         assert wait_for(lambda: Run.objects.get(pk=run.pk).lease_expires_at < timezone.now(), 5, 0.05)
 
         worker_b = spawn_worker(
