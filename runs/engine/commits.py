@@ -37,7 +37,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
+from keelgate.errors import LeaseLostError, StoreError
 from runs.engine.fencing import Fence, check_fence, fence_refusing
 
 
@@ -180,9 +180,6 @@ class DjangoCommitGroup:
     def send(self, sql: str, params: Sequence[Any], check: Check | None = None) -> None:
         """A write inside :meth:`write` whose result is only checked, later, before the commit."""
         txn = self._txn()
-        if txn is None and getattr(self._local, "parked", None):
-            self._begin()  # the group's own reads see the writes parked at a barrier
-            txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
             result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
             if check is not None:
@@ -192,27 +189,17 @@ class DjangoCommitGroup:
             raise txn.failed
         txn.pending.append((txn.binder.mogrify(sql, params), check))
 
-    def query(self, sql: str, params: Sequence[Any], *, then_flush: bool = False) -> Result:
-        """A statement whose answer is needed now, sent with every write waiting before it.
-
-        ``then_flush``: the caller makes its writes durable right after (a key claim,
-        before its tool runs), so the transaction ends here, its commit in the same
-        message when nothing is left to check on the client.
-        """
+    def query(self, sql: str, params: Sequence[Any]) -> Result:
+        """A statement whose answer is needed now, sent with every write waiting before it."""
         txn = self._txn()
         if txn is None and getattr(self._local, "parked", None):
             self._begin()  # the group's own reads see the writes parked at a barrier
             txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
-            result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
-            if then_flush:
-                self.flush()
-            return result
+            return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
         if txn.failed is not None:
             raise txn.failed
-        answer = self._send(txn, last=txn.binder.mogrify(sql, params), commit=then_flush)
-        if then_flush:  # a failure above is left to the flush, which rolls back
-            self._end(txn, rollback=False)
+        answer = self._send(txn, last=txn.binder.mogrify(sql, params))
         assert answer is not None
         return answer
 
@@ -332,7 +319,8 @@ class DjangoCommitGroup:
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
-_REFUSALS: dict[str, type[StoreError]] = {e.code: e for e in (LeaseLostError, StaleCheckpointError)}
+_REFUSALS: dict[str, type[StoreError]] = {LeaseLostError.code: LeaseLostError}
+"""The refusals the server raises (``keelgate_refuse``), by code."""
 
 
 def _refusal(exc: BaseException) -> StoreError | None:
