@@ -87,7 +87,7 @@ class DjangoAuditLog:
             if memo.get((_MEMO, tenant_id), _ON_SERVER) is not _ON_SERVER:
                 self.append(tenant_id, actor=actor, kind=kind, body=body)  # the head is known here
                 return
-            if (_MEMO, tenant_id) not in memo:  # a tenant's first event needs its head row
+            if (_MEMO, tenant_id) not in memo:  # the head row exists (an index probe, no write)
                 group.send(_ENSURE_HEAD, [tenant_id, GENESIS_HASH])
             at = format_at(_utc_now(self.clock))
             before, after = linked_parts(tenant_id, at, actor, kind, encoded[0])
