@@ -153,13 +153,38 @@ class Loop(DecisionsMixin):
         trace_id: str | None = None,
         stop: StopConditions | None = None,
     ) -> LoopResult:
-        """Start a new run. Refuses an id that already has a checkpoint.
-
-        The refusal is the store's: the first checkpoint (seq 1) of an id that has one
-        is not newer, so the save refuses it, and the ``run.started`` event with it.
-        No read first: a database store spends a round trip on one.
-        """
+        """Start a new run. Refuses an id that already has a checkpoint."""
         run_id = run_id or uuid.uuid4().hex
+        if self.checkpoints.load(tenant_id, run_id) is not None:
+            raise RunExistsError(run_id)
+        return await self._start(
+            goal=goal,
+            tenant_id=tenant_id,
+            agent_id=agent_id,
+            as_of=as_of,
+            run_id=run_id,
+            trace_id=trace_id,
+            stop=stop,
+        )
+
+    async def _start(
+        self,
+        *,
+        goal: str,
+        tenant_id: str,
+        agent_id: str,
+        as_of: datetime,
+        run_id: str,
+        trace_id: str | None,
+        stop: StopConditions | None,
+    ) -> LoopResult:
+        """:meth:`run` once the caller has seen no checkpoint of ``run_id``.
+
+        A writer that saves one in between is refused by the store: the first
+        checkpoint (seq 1) of an id that has one is not newer. That refusal may only
+        come with a later round trip of a database store (after the planner, once the
+        first writes were parked at its barrier); nothing of this start is written.
+        """
         conditions = stop or self.stop or DEFAULT_STOP
         now = self.clock.now()
         state = LoopState(
@@ -229,7 +254,7 @@ class Loop(DecisionsMixin):
         """Idempotent start: resume the run if it exists, otherwise begin it."""
         if self.checkpoints.load(tenant_id, run_id) is not None:
             return await self.resume(tenant_id, run_id, stop=stop)
-        return await self.run(
+        return await self._start(  # read once: run() would read the checkpoint again
             goal=goal,
             tenant_id=tenant_id,
             agent_id=agent_id,

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection, connections
 
+from audit.store import DjangoAuditLog
 from keelgate.errors import StaleCheckpointError
 from keelgate.loop import LoopState
 from runs.engine.commits import DjangoCommitGroup
@@ -109,14 +110,15 @@ def test_two_appends_in_one_transaction_chain_on_from_the_head_it_locked():
     assert verify(audit, "t1").ok
 
 
-def test_a_step_on_postgresql_takes_at_most_ten_round_trips(tmp_path, monkeypatch):
+def test_a_step_on_postgresql_takes_at_most_eleven_round_trips(tmp_path, monkeypatch):
     """A step's transactions send their writes with the statements that need answers.
 
-    Ten (it was nineteen): no key read for a call the run never planned; the fence
-    checked by the server, so commits travel with the writes; the loop's audit events
-    linked by the server (``record``), so no transaction waits for the chain's head; and
-    writes that never reached the server parked at a barrier, so the start commits with
-    the first plan and the WRITE's checkpoints with the next one.
+    Eleven (it was nineteen), the start's read of the run's checkpoint included: no key
+    read for a call the run never planned; the fence checked by the server, so commits
+    travel with the writes; the loop's audit events linked by the server (``record``),
+    so no transaction waits for the chain's head; and writes that never reached the
+    server parked at a barrier, so the start commits with the first plan and the
+    WRITE's checkpoints with the next one.
     """
     require_postgres("round trips are PostgreSQL's cost")
     from keelgate.testing import Ledger
@@ -158,7 +160,7 @@ def test_a_step_on_postgresql_takes_at_most_ten_round_trips(tmp_path, monkeypatc
     finally:
         ledger.close()
     assert connection.vendor == "postgresql"
-    assert trips <= 10, trips
+    assert trips <= 11, trips
     assert Checkpoint.objects.filter(run_id="r1").count() == 9
 
 
@@ -273,3 +275,27 @@ def test_the_groups_own_reads_see_the_writes_parked_at_a_barrier():
     finally:
         group.release()
     assert Run.objects.get(run_id="r1").seq == 1
+
+
+def test_starting_a_run_that_has_a_checkpoint_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """run() of an id with a checkpoint raises RunExistsError: no planner call, no second run.started."""
+    from keelgate.errors import RunExistsError
+    from keelgate.testing import Ledger
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    _leased_run()
+    ledger = Ledger(tmp_path / "ledger.sqlite3")
+    try:
+        loop = _loop(ledger)
+        first = asyncio.run(loop.run(goal="buy", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="r1"))
+        assert first.goal_reached
+        checkpoints, events = Checkpoint.objects.count(), list(DjangoAuditLog().events("t1"))
+        calls = loop.planner.calls  # type: ignore[attr-defined]
+        with pytest.raises(RunExistsError):
+            asyncio.run(loop.run(goal="again", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="r1"))
+        assert loop.planner.calls == calls  # type: ignore[attr-defined]
+        assert Checkpoint.objects.count() == checkpoints
+        assert list(DjangoAuditLog().events("t1")) == events
+    finally:
+        connections["default"].close()
+        ledger.close()
