@@ -310,9 +310,12 @@ def test_keyboard_j_k_select_and_d_denies_with_a_reason(server: Server, contexts
     expect(page.locator("#flash")).to_contain_text("Denied place_order in run r-keys-2")
     denied = server.control("approval", run_id="r-keys-2")
     assert denied["status"] == "denied" and denied["decided_by"] == "alice"
-    # Tidy up: the other one is approved with the keyboard too (a, Enter).
+    # Tidy up: the other one is approved with the keyboard too (a, Enter). Each key waits
+    # for the focus the one before it set: the deny's own focus move may land after ours.
     item(page, first).focus()
+    expect(item(page, first)).to_be_focused()
     page.keyboard.press("a")
+    expect(item(page, first).locator("[data-approve-note]")).to_be_focused()
     page.keyboard.press("Enter")
     expect(item(page, first)).to_have_count(0)
     alice.assert_clean()
