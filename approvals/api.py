@@ -144,7 +144,6 @@ def approve(
     tenant: TenantQuery = None,
 ) -> ApprovalOut:
     caller = caller_of(request, tenant)
-    approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id)
     row = approval_decide(
         tenant_id=caller.tenant_id,
         approval_id=approval_id,
@@ -172,7 +171,6 @@ def deny(
     request: HttpRequest, approval_id: ApprovalIdPath, payload: DenyIn, tenant: TenantQuery = None
 ) -> ApprovalOut:
     caller = caller_of(request, tenant)
-    approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id)
     row = approval_decide(
         tenant_id=caller.tenant_id,
         approval_id=approval_id,

@@ -34,7 +34,7 @@ from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
 from sitekit.db import unique_or_none
 from sitekit.errors import BulkNotAllowedError, NotFoundError
-from tenants.access import require_role
+from tenants.access import require_held_role, require_role, role_in
 from tenants.models import Role
 
 Decision = Literal["approve", "deny"]
@@ -62,17 +62,19 @@ def approval_decide(
     escalation role: ApprovalEscalatedError (403 ``approval_escalated``) otherwise, also
     when the deadline passes with this very request (the escalation is kept).
     """
-    membership = require_role(user, tenant_id, Role.APPROVER)
-    roles = [role.value for role in Role if membership.allows(role)]
-    if decision == "deny" and not note.strip():
-        raise NoteRequiredError()
-    by = user.get_username()
     with transaction.atomic():
+        # One statement locks the row and reads the caller's role in the tenant.
         approval = unique_or_none(
-            Approval.objects.select_for_update().filter(tenant_id=tenant_id, pk=approval_id)
+            Approval.objects.select_for_update(of=("self",))
+            .filter(tenant_id=tenant_id, pk=approval_id)
+            .annotate(caller_role=role_in(user, tenant_id))
         )
         if approval is None:
             raise NotFoundError()
+        roles = require_held_role(approval.caller_role, Role.APPROVER)
+        if decision == "deny" and not note.strip():
+            raise NoteRequiredError()
+        by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
             raise AlreadyDecidedError(approval.decided_by or approval.status)
         loop = build_loop(approval.agent)
@@ -102,15 +104,16 @@ def approval_decide(
         approval.refresh_from_db()
         if approval.status != ApprovalStatus.PENDING:
             run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
+        answer: Approval = approval
         if approval.replaced_by:
-            approval = Approval.objects.get(
+            answer = Approval.objects.get(
                 tenant_id=tenant_id, run_id=approval.run_id, action_id=approval.replaced_by
             )
     if expired:
         raise ApprovalExpiredError(str(approval_id))
     if refused is not None:
         raise refused
-    return approval
+    return answer
 
 
 def unknown_reconcile(

@@ -1,8 +1,9 @@
 """The engine's AuditLog on the Django ORM: one chain per tenant, appends serialised.
 
 An append locks the tenant's ``ChainHead`` row (``SELECT ... FOR UPDATE`` on
-PostgreSQL; on SQLite the IMMEDIATE transaction already holds the write lock), so two
-writers in any number of processes can never fork the chain or reuse a number. The
+PostgreSQL, in the one statement that also inserts the event and moves the head; on
+SQLite the IMMEDIATE transaction already holds the write lock), so two writers in any
+number of processes can never fork the chain or reuse a number. The
 append joins the caller's transaction when there is one: a state change and its audit
 event commit together or not at all. On PostgreSQL it also sends ``NOTIFY`` on commit,
 so the console wakes at once.
@@ -40,6 +41,8 @@ class DjangoAuditLog:
         """Append one event under the tenant's head lock and return it."""
         encoded = encode_body(body)  # refuse a non-JSON body before taking the lock
         group = self.commit_group
+        if group is None and connection.vendor == "postgresql":
+            return self._append_on_server(tenant_id, actor, kind, encoded, body)
         if group is None:
             with transaction.atomic():
                 head_seq, head_hash = _lock_head(tenant_id)
@@ -91,24 +94,31 @@ class DjangoAuditLog:
                 group.send(_ENSURE_HEAD, [tenant_id, GENESIS_HASH])
             at = format_at(_utc_now(self.clock))
             before, after = linked_parts(tenant_id, at, actor, kind, encoded[0])
-            group.send(
-                _LINK_ON_SERVER,
-                [
-                    tenant_id,
-                    tenant_id,
-                    at,
-                    actor,
-                    kind,
-                    encoded[0],
-                    before,
-                    after,
-                    tenant_id,
-                    NOTIFY_CHANNEL,
-                    f"{tenant_id}:",
-                ],
-            )
+            group.send(_LINK_ON_SERVER, _link_params(tenant_id, at, actor, kind, encoded[0], before, after))
             memo[(_MEMO, tenant_id)] = _ON_SERVER
             transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
+
+    def _append_on_server(
+        self, tenant_id: str, actor: str, kind: str, encoded: Any, body: Mapping[str, Any]
+    ) -> AuditEvent:
+        """One statement links the event on the server (see :meth:`record`), in the
+        caller's transaction without a savepoint: an event that cannot be written
+        aborts the change it records. Only a tenant's first event finds no head row
+        and takes two more statements, to make it and link again."""
+        at = _utc_now(self.clock)
+        at_text = format_at(at)
+        before, after = linked_parts(tenant_id, at_text, actor, kind, encoded[0])
+        params = _link_params(tenant_id, at_text, actor, kind, encoded[0], before, after)
+        with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+            cursor.execute(_LINK_ON_SERVER_RETURNING, params)
+            row = cursor.fetchone()
+            if row is None:
+                cursor.execute(_ENSURE_HEAD, [tenant_id, GENESIS_HASH])
+                cursor.execute(_LINK_ON_SERVER_RETURNING, params)
+                row = cursor.fetchone()
+            transaction.on_commit(lambda: metrics.audit_appended(kind, body))
+        seq, prev_hash = int(row[1]), str(row[2])
+        return stored_event(tenant_id, seq, at, actor, kind, encoded, prev_hash)
 
     def _event(
         self, tenant_id: str, head_seq: int, head_hash: str, actor: str, kind: str, encoded: Any
@@ -206,13 +216,34 @@ _LINK_ON_SERVER = (
     ' ("tenant_id", "seq", "at", "actor", "kind", "body", "prev_hash", "hash")'
     " SELECT %s, head.seq + 1, %s, %s, %s, %s, head.hash,"
     " encode(sha256(convert_to(head.hash || %s || (head.seq + 1)::text || %s, 'UTF8')), 'hex')"
-    ' FROM head RETURNING "seq", "hash")'
+    ' FROM head RETURNING "seq", "prev_hash", "hash")'
     f' UPDATE "{ChainHead._meta.db_table}" AS h SET "seq" = event.seq, "hash" = event.hash FROM event'
     ' WHERE h."tenant_id" = %s RETURNING pg_notify(%s, %s || event.seq)'
 )
+_LINK_ON_SERVER_RETURNING = f"{_LINK_ON_SERVER}, event.seq, event.prev_hash"
+"""The same, answering with the event's number and the hash it links to."""
+
 _MOVE_HEAD = (
     f'UPDATE "{ChainHead._meta.db_table}" SET "seq" = %s, "hash" = %s WHERE "tenant_id" = %s AND "seq" = %s'
 )
+
+
+def _link_params(
+    tenant_id: str, at: str, actor: str, kind: str, body_text: str, before: str, after: str
+) -> list[str]:
+    return [
+        tenant_id,
+        tenant_id,
+        at,
+        actor,
+        kind,
+        body_text,
+        before,
+        after,
+        tenant_id,
+        NOTIFY_CHANNEL,
+        f"{tenant_id}:",
+    ]
 
 
 def _utc_now(clock: Clock) -> datetime:

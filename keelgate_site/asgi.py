@@ -9,11 +9,36 @@ import ipaddress
 import os
 from typing import Any
 
+import django
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "keelgate_site.settings")
-django_asgi_app = get_asgi_application()
+
+
+class OneHopASGIHandler(ASGIHandler):
+    """Django's ASGI handler, with the middleware and the view run as one sync call.
+
+    Every view of the site is sync. Django's ASGI handler runs the middleware in async
+    mode, and a sync hook of a middleware (all of Django's own) then goes to a thread
+    and back: two thread hops per middleware, and one more for the view, per request.
+    This handler builds the sync chain a WSGI server runs and enters it once, in the
+    request's thread-sensitive context: the same middleware, views and signals, a
+    quarter of the JSON 404's CPU fewer (bench 6).
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        response: HttpResponseBase = await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        return response
+
+
+django.setup(set_prefix=False)
+django_asgi_app = OneHopASGIHandler()
 
 # These imports need Django set up first.
 from channels.auth import AuthMiddlewareStack  # noqa: E402

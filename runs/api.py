@@ -25,6 +25,7 @@ from runs.models import Run, RunStatus
 from runs.schemas import (
     AGENT,
     RUN_ID,
+    RUN_OUT_COLUMNS,
     CheckpointPageOut,
     RunDetailOut,
     RunOut,
@@ -178,6 +179,7 @@ def list_runs(
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
     )
+    rows = rows.only(*RUN_OUT_COLUMNS)
     page, next_cursor = keyset_page(rows, field="created_at", cursor=cursor, limit=limit)
     return RunPageOut(items=[run_out(run) for run in page], next_cursor=next_cursor)
 

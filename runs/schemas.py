@@ -240,6 +240,25 @@ def _limits(raw: Any) -> LimitsOut:
     return LimitsOut(**{k: raw[k] for k in LimitsOut.model_fields if isinstance(raw.get(k), int | float)})
 
 
+RUN_OUT_COLUMNS = (
+    "id",
+    "run_id",
+    "agent",
+    "goal",
+    "status",
+    "phase",
+    "stop_reason",
+    "error_code",
+    "iteration",
+    "usage",
+    "limits",
+    "created_by",
+    "created_at",
+    "updated_at",
+)
+"""What :func:`run_out` reads: a list loads only these (``QuerySet.only``), a third of the row."""
+
+
 def _run_fields(run: Run) -> dict[str, Any]:
     return {
         "run_id": run.run_id,

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Subquery
+
 from sitekit.errors import ForbiddenError, NotFoundError
-from tenants.models import Membership, Role
+from tenants.models import ROLE_RANK, Membership, Role
 
 
 def tenant_ids_for(user: Any) -> list[str]:
@@ -29,3 +31,24 @@ def require_role(user: Any, tenant_id: str, role: str = Role.VIEWER) -> Membersh
     if not membership.allows(role):
         raise ForbiddenError(role)
     return membership
+
+
+def role_in(user: Any, tenant_id: str) -> Subquery:
+    """The user's role in the tenant as a subquery, for a write that checks it in the
+    statement that locks its row (one round trip, not two); see :func:`require_held_role`."""
+    if user is None or not user.is_authenticated:
+        return Subquery(Membership.objects.none().values("role"))
+    return Subquery(Membership.objects.filter(user=user, tenant__slug=tenant_id).values("role")[:1])
+
+
+def require_held_role(held: str | None, role: str) -> list[str]:
+    """The roles ``held`` (from :func:`role_in`) includes, if it allows ``role``.
+
+    No membership is NotFoundError, as in :func:`require_role`; a lower role is ForbiddenError.
+    """
+    if not held:
+        raise NotFoundError()
+    rank = ROLE_RANK[Role(held)]
+    if rank < ROLE_RANK[Role(role)]:
+        raise ForbiddenError(role)
+    return [r.value for r in Role if ROLE_RANK[r] <= rank]

@@ -97,3 +97,29 @@ def test_threads_recording_at_once_never_fork_the_chain():
             EventRow.objects.filter(tenant_id="race").order_by("seq").values_list("actor", flat=True)
         )
         assert all(pairs[i] == pairs[i + 1] for i in range(0, 160, 2))
+
+
+def test_an_append_outside_a_group_is_one_statement_on_postgresql():
+    """The server links an ungrouped append (run moves, decisions): one statement, no savepoint.
+
+    A tenant's first event makes its head row first; every later one is one round trip,
+    and the event it answers with is the stored one, hash and all.
+    """
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    log = DjangoAuditLog()
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite appends in-process: no round trips to save")
+    log.append("t1", actor="a", kind="first", body={})  # the head row is made once
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        second = log.append("t1", actor="a", kind="second", body=ODD)
+    statements = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(statements) == 1, statements
+    stored = log.head("t1")
+    assert stored is not None and (stored.seq, stored.hash, stored.prev_hash) == (
+        second.seq,
+        second.hash,
+        second.prev_hash,
+    )
+    assert second.seq == 2 and verify(log, "t1").ok

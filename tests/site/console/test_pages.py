@@ -12,6 +12,7 @@ from audit.models import AuditEvent
 from runs.models import Run, RunStatus
 from runs.services import run_start
 
+from .._asgi import asgi_get
 from .conftest import PASSWORD, drain, start_waiting
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -154,8 +155,6 @@ def test_verify_names_the_first_broken_event(waiting, as_user):
 
 def test_static_files_are_local_and_served_by_the_asgi_app(people):
     """Pages load htmx and the ws extension from /static/, and the ASGI app serves them."""
-    import asyncio
-
     from keelgate_site.asgi import application
 
     html = Client().get("/login/").content.decode()
@@ -163,40 +162,12 @@ def test_static_files_are_local_and_served_by_the_asgi_app(people):
     assert "/static/vendor/htmx.min.js" in sources and "/static/vendor/htmx-ext-ws.min.js" in sources
     assert not [s for s in sources if s.startswith(("http:", "https:", "//"))]
 
-    async def fetch(path):
-        sent, incoming = [], [{"type": "http.request", "body": b"", "more_body": False}]
-
-        async def receive():
-            if incoming:
-                return incoming.pop()
-            await asyncio.Event().wait()  # no disconnect: the response ends the exchange
-
-        async def send(message):
-            sent.append(message)
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "GET",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"host", b"localhost")],
-            "client": ("127.0.0.1", 5000),
-            "server": ("localhost", 80),
-        }
-        await application(scope, receive, send)
-        return {"status": sent[0]["status"], "body": b"".join(m.get("body", b"") for m in sent[1:])}
-
     for path in [
         "/static/vendor/htmx.min.js",
         "/static/vendor/htmx-ext-ws.min.js",
         "/static/console/console.js",
     ]:
-        response = asyncio.run(fetch(path))
+        response = asgi_get(application, path)
         assert response["status"] == 200 and len(response["body"]) > 1000, path
 
 
