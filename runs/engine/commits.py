@@ -11,12 +11,15 @@ On PostgreSQL the group also saves round trips, which are most of a step's cost 
 A write whose answer nobody needs yet (the fence, a checkpoint insert, an audit row) is
 *sent* (:meth:`DjangoCommitGroup.send`): it waits, bound on the client, and goes to the
 server in one message with the next statement that needs an answer
-(:meth:`DjangoCommitGroup.query`, any ORM query, or the commit). Each sent write may
-carry a check of its result (the fence's epoch, the projection's row count), run as
-soon as the answers are back and always before the commit; a failed check rolls the
-whole transaction back. ``BEGIN`` travels with the first message and ``COMMIT`` with the
-last one when no check is outstanding, so a transaction of any size costs one or two
-round trips. SQLite (in-process, no round trips) runs every statement at once.
+(:meth:`DjangoCommitGroup.query`, any ORM query, or the commit). A sent write either
+refuses itself on the server (``keelgate_refuse``: the fence's epoch, a worker's
+checkpoint save) or carries a check of its result (the projection's answer elsewhere),
+run as soon as the answers are back and always before the commit; a refusal or a
+failed check rolls the whole transaction back, and what a store remembered of its
+writes goes with it (:meth:`DjangoCommitGroup.on_rollback`). ``BEGIN`` travels with the
+first message and ``COMMIT`` with the last one when no check is outstanding, so a
+transaction of any size costs one or two round trips. SQLite (in-process, no round
+trips) runs every statement at once.
 
 At a barrier (``keelgate.commits``: outside code runs next) writes that were only bound
 on the client hold no lock, so :meth:`DjangoCommitGroup.barrier` parks them outside any
@@ -37,7 +40,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from keelgate.errors import LeaseLostError, StoreError
+from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
 from runs.engine.fencing import Fence, check_fence, fence_refusing
 
 
@@ -67,6 +70,8 @@ class _Txn:
     sending: bool = False
     binder: Any = None
     """A psycopg client cursor, for binding parameters without a round trip."""
+    rollbacks: list[Callable[[], None]] = field(default_factory=list)
+    """What to undo in memory if the transaction rolls back (:meth:`DjangoCommitGroup.on_rollback`)."""
 
 
 class DjangoCommitGroup:
@@ -134,8 +139,8 @@ class DjangoCommitGroup:
         conn: Any = txn.conn  # django-stubs types the entries as pairs; Django keeps (ids, func, robust)
         callbacks = [(func, robust) for _, func, robust in conn.run_on_commit]
         conn.run_on_commit = []
-        self._local.parked = (txn.pending, txn.fenced, callbacks)
-        txn.pending = []
+        self._local.parked = (txn.pending, txn.fenced, callbacks, txn.rollbacks)
+        txn.pending, txn.rollbacks = [], []
         self._end(txn, rollback=False)  # nothing reached the server: nothing to commit
 
     def release(self) -> None:
@@ -146,7 +151,9 @@ class DjangoCommitGroup:
 
     def discard(self) -> None:
         txn = self._txn()
-        self._local.parked = None
+        parked, self._local.parked = getattr(self._local, "parked", None), None
+        if parked:
+            _run_all(parked[3])  # parked writes dropped: as if rolled back
         try:
             if txn is not None:
                 self._end(txn, rollback=True)
@@ -168,6 +175,20 @@ class DjangoCommitGroup:
             self.discard()
             raise
         self.release()
+
+    @property
+    def owns_transaction(self) -> bool:
+        """Inside :meth:`write`: the group began the transaction, so only it can roll it back."""
+        txn = self._txn()
+        return txn is not None and txn.outermost
+
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Inside :meth:`write`: run ``undo`` if this transaction rolls back (or its parked
+        writes are dropped), for a store's memory of what it wrote."""
+        txn = self._txn()
+        if txn is None:
+            raise RuntimeError("on_rollback outside a write")
+        txn.rollbacks.append(undo)
 
     @property
     def memo(self) -> dict[Any, Any]:
@@ -223,7 +244,7 @@ class DjangoCommitGroup:
             parked = getattr(self._local, "parked", None)
             if parked:
                 self._local.parked = None
-                txn.pending, txn.fenced, callbacks = parked
+                txn.pending, txn.fenced, callbacks, txn.rollbacks = parked
                 for func, robust in callbacks:
                     transaction.on_commit(func, robust=robust)
         if txn.fenced or self.fence is None:
@@ -242,7 +263,13 @@ class DjangoCommitGroup:
             txn.conn.execute_wrappers.remove(self._before_query)
         if rollback:
             transaction.set_rollback(True)
-        txn.atomic.__exit__(None, None, None)
+            _run_all(txn.rollbacks)
+        try:
+            txn.atomic.__exit__(None, None, None)
+        except BaseException:  # the commit itself failed: nothing of it stands
+            if not rollback:
+                _run_all(txn.rollbacks)
+            raise
 
     def _before_query(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         """Any other query on the connection first sends the writes waiting before it."""
@@ -319,8 +346,16 @@ class DjangoCommitGroup:
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
-_REFUSALS: dict[str, type[StoreError]] = {LeaseLostError.code: LeaseLostError}
+_REFUSALS: dict[str, type[StoreError]] = {
+    LeaseLostError.code: LeaseLostError,
+    StaleCheckpointError.code: StaleCheckpointError,
+}
 """The refusals the server raises (``keelgate_refuse``), by code."""
+
+
+def _run_all(undos: list[Callable[[], None]]) -> None:
+    for undo in undos:
+        undo()
 
 
 def _refusal(exc: BaseException) -> StoreError | None:

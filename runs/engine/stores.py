@@ -36,11 +36,15 @@ class DjangoCheckpointStore:
     A run with a ``Run`` row (every run the site starts) is checked for staleness by
     the projection's own ``UPDATE .. WHERE seq < new``: one statement that also locks
     the row until the commit, so two savers of one seq cannot both pass. A run without
-    one (the engine's contract suite) falls back to reading the latest seq.
+    one (the engine's contract suite) falls back to reading the latest seq. A worker's
+    save on PostgreSQL (fenced, in the group's own transaction) is refused by the server
+    itself, so its commit travels in the same message; elsewhere the client checks the
+    answer before the commit.
 
     Each row holds its JSON deflated against the run's previous checkpoint
     (:class:`keelgate.checkpoint.CheckpointCodec`, whose memo of each run's last text
-    lives in this object); every read decodes it back to the saved JSON exactly.
+    lives in this object, and is forgotten when a save's transaction rolls back); every
+    read decodes it back to the saved JSON exactly.
     """
 
     def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
@@ -57,10 +61,16 @@ class DjangoCheckpointStore:
         group = self.commit_group
         with group.write():
             if connection.vendor == "postgresql":
-                # Projection and insert in one statement, sent with the next round trip;
-                # its check runs before the commit.
+                # Projection and insert in one statement, sent with the next round trip.
                 params = [*_project_params(state), *save.row, *save.guard_params()]
-                group.send(_save_sql(), params, functools.partial(_saved_or_refused, save))
+                if group.fence is not None and group.owns_transaction:
+                    # A worker's save: the fence proves the Run row, and the server refuses
+                    # a stale save or a delta whose base is not stored, so the commit can
+                    # travel with it. The codec's memo of the run goes if nothing commits.
+                    group.send(_refusing_save_sql(), [*params, *save.refusal_details()])
+                    group.on_rollback(functools.partial(self.codec.forget, state.tenant_id, state.run_id))
+                else:  # its check runs before the commit
+                    group.send(_save_sql(), params, functools.partial(_saved_or_refused, save))
             elif _project(state) == 0:
                 _refused_or_insert(save)
             else:
@@ -154,6 +164,14 @@ class _Save:
         tenant_id, run_id, _ = self.key
         base, tail = self.encoded.base_seq, self.encoded.base_tail
         return [base, tenant_id, run_id, base, tail]
+
+    def refusal_details(self) -> list[str]:
+        """What the server's refusals say: the save is not newer; its delta's base is gone."""
+        _, run_id, seq = self.key
+        return [
+            f"{run_id} seq {seq} is not newer than the run's",
+            f"{run_id} seq {seq}: its base seq {self.encoded.base_seq} is not as this process remembers it",
+        ]
 
     def refused(self, detail: str) -> StaleCheckpointError:
         self.codec.forget(*self.key[:2])
@@ -250,6 +268,27 @@ def _save_sql() -> str:
     It answers one row if the projection moved, saying whether the insert ran: a delta
     whose base check fails is not inserted, and the check stores it as a keyframe.
     """
+    return f"{_save_ctes()} SELECT EXISTS (SELECT 1 FROM saved) FROM moved"
+
+
+@functools.cache
+def _refusing_save_sql() -> str:
+    """:func:`_save_sql`, refusing on the server (``keelgate_refuse``) instead of answering.
+
+    Not moved: a newer checkpoint is saved. Moved but not inserted: the delta's base is
+    not the row this process remembers. Either is ``stale_checkpoint``, and the rest of
+    the message, its commit included, is skipped.
+    """
+    refuse = "keelgate_refuse('stale_checkpoint', %s)"
+    return (
+        f"{_save_ctes()} SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM moved) THEN {refuse}"
+        f" WHEN NOT EXISTS (SELECT 1 FROM saved) THEN {refuse} ELSE 1 END"
+    )
+
+
+def _save_ctes() -> str:
+    """``moved``: the projection's UPDATE, if newer; ``saved``: the insert, only then, and
+    only if a delta's base check passes."""
     qn = connection.ops.quote_name
     columns = ", ".join(map(qn, _CHECKPOINT_COLUMNS))
     values = ", ".join(["%s"] * len(_CHECKPOINT_COLUMNS))
@@ -257,7 +296,6 @@ def _save_sql() -> str:
         f"WITH moved AS ({_project_sql('postgresql')} RETURNING 1),"
         f" saved AS (INSERT INTO {qn(Checkpoint._meta.db_table)} ({columns}) SELECT {values} FROM moved"
         f" WHERE %s::integer IS NULL OR {_base_is_stored('postgresql')} RETURNING 1)"
-        " SELECT EXISTS (SELECT 1 FROM saved) FROM moved"
     )
 
 

@@ -15,11 +15,13 @@ import pytest
 from django.utils import timezone
 
 from keelgate.errors import CheckpointUnreadableError, StaleCheckpointError
+from runs.engine.fencing import Fence
 from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Checkpoint, Run, RunStatus
 from runs.selectors import run_state, run_summaries, run_timeline
 from runs.services import checkpoints_prune
 from tests.contract.test_checkpoint_encoding import grown
+from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -137,6 +139,54 @@ def test_a_wrong_memo_is_stored_whole_and_a_stale_save_still_stores_nothing(oper
     assert _stored()[-2:] == [(7, None), (8, 7)]
     assert _history() == saved
     assert DjangoCheckpointStore().load("t1", "r").to_json() == saved[-1]
+
+
+def _rows(run_id: str = "r") -> list[tuple[int, int | None, bytes]]:
+    rows = Checkpoint.objects.filter(run_id=run_id).order_by("seq").values_list("seq", "base_seq", "data")
+    return [(seq, base, bytes(data)) for seq, base, data in rows]
+
+
+def test_a_workers_saves_forget_a_discarded_memo_and_refuse_a_stale_save(operator) -> None:
+    """A fenced store (a worker's; on PostgreSQL its saves are checked by the server, so
+    their commit travels with them): a discarded transaction's memo is forgotten, so the
+    next save is whole; a stale save raises and stores nothing."""
+    run = _run()
+    store = DjangoCheckpointStore(fence=Fence("t1", "r", run.lease_epoch))
+    saved = _saves(store, "r", range(1, 3))
+    group = store.commit_group
+    group.hold()
+    store.save(grown("r", 3, note=" discarded"))
+    group.discard()
+    # Seq 3 never landed: a delta of 4 against it would name a base that is not stored.
+    saved += _saves(store, "r", range(4, 6))
+    assert _stored() == [(1, None), (2, 1), (4, None), (5, 4)]
+    before = _rows()
+    with pytest.raises(StaleCheckpointError, match="r seq 5"):
+        store.save(grown("r", 5, note=" loser"))
+    assert _rows() == before
+    saved += _saves(store, "r", range(6, 7))
+    assert _stored()[-1] == (6, None)  # the refused save's memo went with it
+    assert _history() == saved
+
+
+def test_a_workers_delta_on_a_base_stored_otherwise_is_refused_by_the_server(operator) -> None:
+    """The memo's base row holds another text (written behind this store's back): the
+    server refuses the delta, nothing of its transaction lands, and the next save is whole."""
+    require_postgres("the server checks a worker's saves; SQLite's store checks on the client")
+    run = _run()
+    store = DjangoCheckpointStore(fence=Fence("t1", "r", run.lease_epoch))
+    saved = _saves(store, "r", range(1, 3))
+    other = grown("r", 2, note=" written elsewhere").to_json()
+    saved[-1] = other
+    data = DjangoCheckpointStore().codec.keyframe("t1", "r", 2, other)
+    Checkpoint.objects.filter(run_id="r", seq=2).update(data=data, base_seq=None)
+    before = _rows()
+    with pytest.raises(StaleCheckpointError, match="base seq 2"):
+        store.save(grown("r", 3))
+    assert _rows() == before and Run.objects.get(pk=run.pk).seq == 2
+    saved += _saves(store, "r", range(3, 4))
+    assert _stored() == [(1, None), (2, None), (3, None)]
+    assert _history() == saved
 
 
 def test_pruning_stores_the_oldest_kept_checkpoint_whole(operator) -> None:
