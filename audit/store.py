@@ -1,11 +1,11 @@
 """The engine's AuditLog on the Django ORM: one chain per tenant, appends serialised.
 
 An append locks the tenant's ``ChainHead`` row (``SELECT ... FOR UPDATE`` on
-PostgreSQL, in the one statement that also inserts the event and moves the head; on
-SQLite the IMMEDIATE transaction already holds the write lock), so two writers in any
-number of processes can never fork the chain or reuse a number. The
-append joins the caller's transaction when there is one: a state change and its audit
-event commit together or not at all. On PostgreSQL it also sends ``NOTIFY`` on commit,
+PostgreSQL, outside a grouped transaction in the one statement that also inserts the
+event and moves the head; on SQLite the IMMEDIATE transaction already holds the write
+lock), so two writers in any number of processes can never fork the chain or reuse a
+number. The append joins the caller's transaction when there is one: a state change
+and its audit event commit together or not at all. On PostgreSQL it also sends ``NOTIFY`` on commit,
 so the console wakes at once.
 """
 
