@@ -153,7 +153,11 @@
     var list = evt.detail.target;
     Array.prototype.slice.call(fragment.children).forEach(function (node) {
       var old = node.id ? $(node.id) : null;
-      if (node.hasAttribute("data-gone")) {
+      if (old && old.classList.contains("settled")) {
+        /* Kept with what was typed (keepSettled): the run's later events each say again
+           that it is settled; the card stays as it is until its Dismiss. */
+        node.remove();
+      } else if (node.hasAttribute("data-gone")) {
         if (old) removeItem(old, node.getAttribute("data-gone"));
         node.remove();
       } else if (old) {

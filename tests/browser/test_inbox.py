@@ -63,6 +63,13 @@ def test_someone_else_settles_while_i_type_and_my_text_stays(server: Server, con
     card = item(bob.page, pk)
     expect(card.locator(".settled-note")).to_contain_text("approved by alice", timeout=5000)
     expect(card.locator(".settled-note")).to_contain_text("what you typed is kept below")
+    # The run goes on, and each of its later events says again that the card is settled:
+    # once a later run's card has arrived, bob has seen them all, and still one note.
+    server.control("wait_run", run_id="typing", status="done")
+    server.control("start_run", run_id="typing-after")
+    later = server.control("approval", run_id="typing-after")["pk"]
+    expect(item(bob.page, later)).to_be_visible()
+    expect(card.locator(".settled-note")).to_have_count(1)
     expect(reason).to_have_value("the price looks stale, checking with the desk")
     expect(card.get_by_role("button", name="Deny")).to_be_disabled()
     card.get_by_role("button", name="Dismiss").click()
