@@ -24,6 +24,7 @@ from approvals.api import router as approvals_router
 from audit.api import router as audit_router
 from keelgate.errors import KeelgateError
 from runs.api import router as runs_router
+from sitekit.api import PydanticJSONRenderer
 from sitekit.errors import RateLimitedError
 from sitekit.pages import CONTENT_SECURITY_POLICY, hardened
 from tenants.api_auth import API_AUTH
@@ -73,6 +74,7 @@ api = NinjaAPI(
     docs_decorator=docs_page,
     openapi_url="/openapi.json",
     auth=API_AUTH,
+    renderer=PydanticJSONRenderer(),
 )
 
 

@@ -35,6 +35,7 @@ from runs.schemas import (
     checkpoint_out,
     run_detail_out,
     run_out,
+    run_page_out,
 )
 from runs.selectors import run_get, run_state, run_timeline, runs_for
 from runs.services import run_resume, run_start
@@ -179,9 +180,9 @@ def list_runs(
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
     )
-    rows = rows.only(*RUN_OUT_COLUMNS)
-    page, next_cursor = keyset_page(rows, field="created_at", cursor=cursor, limit=limit)
-    return RunPageOut(items=[run_out(run) for run in page], next_cursor=next_cursor)
+    columns = rows.values(*RUN_OUT_COLUMNS)
+    page, next_cursor = keyset_page(columns, field="created_at", cursor=cursor, limit=limit)
+    return run_page_out(page, next_cursor)
 
 
 @router.get(

@@ -6,6 +6,7 @@ they are returned as JSON values or plain strings, never interpreted by the API.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "checkpoint_out",
     "run_detail_out",
     "run_out",
+    "run_page_out",
 ]
 
 RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
@@ -230,14 +232,10 @@ class CheckpointPageOut(BaseModel):
 # -- building outputs --------------------------------------------------------------------
 
 
-def _usage(raw: Any) -> UsageOut:
+def _numbers(raw: Any, schema: type[BaseModel]) -> dict[str, Any]:
+    """The schema's fields that ``raw`` (a stored JSON object) holds as numbers; the rest default."""
     raw = raw if isinstance(raw, dict) else {}
-    return UsageOut(**{k: raw[k] for k in UsageOut.model_fields if isinstance(raw.get(k), int | float)})
-
-
-def _limits(raw: Any) -> LimitsOut:
-    raw = raw if isinstance(raw, dict) else {}
-    return LimitsOut(**{k: raw[k] for k in LimitsOut.model_fields if isinstance(raw.get(k), int | float)})
+    return {k: raw[k] for k in schema.model_fields if isinstance(raw.get(k), int | float)}
 
 
 RUN_OUT_COLUMNS = (
@@ -256,31 +254,46 @@ RUN_OUT_COLUMNS = (
     "created_at",
     "updated_at",
 )
-"""What :func:`run_out` reads: a list loads only these (``QuerySet.only``), a third of the row."""
+"""What :func:`run_out` reads: a list loads only these (``QuerySet.values``), a third of the row."""
 
 
-def _run_fields(run: Run) -> dict[str, Any]:
+def _run_fields(run: Mapping[str, Any]) -> dict[str, Any]:
+    """:class:`RunOut`'s fields from a run's columns (a ``values()`` row, or a model's)."""
     return {
-        "run_id": run.run_id,
-        "agent": run.agent,
-        "goal": run.goal,
-        "status": run.status,
-        "phase": run.phase,
-        "stop_reason": run.stop_reason or None,
-        "error_code": run.error_code or None,
-        "resumable": run.status == RunStatus.STOPPED,
-        "iteration": run.iteration,
-        "usage": _usage(run.usage),
-        "limits": _limits(run.limits),
-        "created_by": run.created_by,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
+        "run_id": run["run_id"],
+        "agent": run["agent"],
+        "goal": run["goal"],
+        "status": run["status"],
+        "phase": run["phase"],
+        "stop_reason": run["stop_reason"] or None,
+        "error_code": run["error_code"] or None,
+        "resumable": run["status"] == RunStatus.STOPPED,
+        "iteration": run["iteration"],
+        "usage": _numbers(run["usage"], UsageOut),
+        "limits": _numbers(run["limits"], LimitsOut),
+        "created_by": run["created_by"],
+        "created_at": run["created_at"],
+        "updated_at": run["updated_at"],
     }
+
+
+def _columns(run: Run) -> dict[str, Any]:
+    return {name: getattr(run, name) for name in RUN_OUT_COLUMNS}
 
 
 def run_out(run: Run) -> RunOut:
     """The list form of a run."""
-    return RunOut(**_run_fields(run))
+    return RunOut.model_validate(_run_fields(_columns(run)))
+
+
+def run_page_out(rows: list[dict[str, Any]], next_cursor: str | None) -> RunPageOut:
+    """A page of runs from ``values(*RUN_OUT_COLUMNS)`` rows, validated in one call.
+
+    No model instance per row and one pydantic call for the page: 1.0 ms less per page of
+    50 than building each run's model and its :class:`RunOut` (``bench/api_load.py``).
+    """
+    items = [_run_fields(row) for row in rows]
+    return RunPageOut.model_validate({"items": items, "next_cursor": next_cursor})
 
 
 def action_out(action: PlannedAction) -> ActionOut:
@@ -320,9 +333,9 @@ def action_out(action: PlannedAction) -> ActionOut:
 
 def run_detail_out(run: Run, state: LoopState | None) -> RunDetailOut:
     """A run with its latest checkpoint (none yet before a worker claimed it)."""
-    fields = _run_fields(run)
+    fields = _run_fields(_columns(run))
     if state is not None:
-        fields["usage"] = UsageOut(**state.usage.model_dump())
+        fields["usage"] = state.usage.model_dump()
     return RunDetailOut(
         **fields,
         trace_id=run.trace_id,
