@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import Model, QuerySet
@@ -38,3 +39,42 @@ def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail:
         f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(map(qn, columns))})"
         f" VALUES ({', '.join(['%s'] * len(columns))}){tail}"
     )
+
+
+def fast_timestamps(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """``connection_created``: read PostgreSQL timestamps with psycopg's C loader, not Python's.
+
+    Django registers its own loader for ``timestamptz`` (to attach its time zone), a
+    Python subclass of psycopg's pure-Python one: 3.4 µs a value against 0.6 µs, and a
+    page of 50 runs holds 100 timestamps. Where the session's time zone is UTC, which is
+    Django's own, the C loader gives the same aware datetimes (``tzinfo`` is
+    ``datetime.timezone.utc``), so it takes over; anywhere else Django's stays.
+    """
+    if connection.vendor != "postgresql" or connection.timezone is not datetime.UTC:
+        return
+    raw = connection.connection
+    if raw.info.parameter_status("TimeZone") != "UTC":
+        return
+    raw.adapters.register_loader("timestamptz", _CTimestamptzLoader)
+
+
+@functools.cache
+def _c_timestamptz_loader() -> Any:
+    from psycopg import adapters, postgres
+    from psycopg.pq import Format
+
+    return adapters.get_loader(postgres.types["timestamptz"].oid, Format.TEXT)
+
+
+class _CTimestamptzLoader:
+    """Makes psycopg's C loader (which cannot be subclassed) for each cursor.
+
+    ``timezone`` is what Django's ``create_cursor`` compares with its own before it
+    registers its loader again for a cursor; ``format`` is what psycopg's registry reads.
+    """
+
+    timezone = datetime.UTC
+    format = 0  # psycopg.pq.Format.TEXT
+
+    def __new__(cls, oid: int, context: Any = None) -> Any:
+        return _c_timestamptz_loader()(oid, context)
