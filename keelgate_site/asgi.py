@@ -5,6 +5,7 @@ served by Django itself: the product runs as one Daphne process with no CDN and 
 front web server in the embedded setup.
 """
 
+import gc
 import ipaddress
 import os
 from typing import Any
@@ -45,7 +46,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.urls import get_resolver, path  # noqa: E402
 
 from approvals.consumers import InboxConsumer  # noqa: E402
 
@@ -96,3 +97,19 @@ application = ProtocolTypeRouter(
     }
 )
 application = loopback_only(application)
+
+
+def _freeze_startup_heap() -> None:
+    """Take what the process loaded at startup out of the garbage collector's sight.
+
+    Django, ninja, pydantic and the URL map are a heap of objects that live as long as
+    the process, and every full collection walked all of them again, in the middle of
+    some request. Frozen (``gc.freeze``), the JSON 404's p99 at 16 connections fell from
+    102 to 42 ms and ``GET /api/v1/runs``' from 123 to 80 ms (bench 6, 2 Daphne).
+    """
+    get_resolver().url_patterns  # noqa: B018  (imports every view and the API now, not at the first request)
+    gc.collect()
+    gc.freeze()
+
+
+_freeze_startup_heap()

@@ -38,3 +38,12 @@ def test_an_api_request_runs_every_middleware_and_the_view_in_one_thread_hop(hop
     # the view; this one enters the chain once, and closes the response once.
     assert hops.count("BaseHandler.get_response") == 1
     assert len(hops) <= 3, hops
+
+
+def test_the_served_app_freezes_what_it_loaded_at_startup() -> None:
+    """Daphne's process takes its startup heap out of the collector's walks (``gc.freeze``)."""
+    import gc
+
+    import keelgate_site.asgi  # noqa: F401
+
+    assert gc.get_freeze_count() > 10_000
