@@ -22,7 +22,7 @@ _SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
 
 def sync_inbox(state: LoopState) -> None:
     """Create or update the inbox rows for the state's waiting and settled actions."""
-    approvals = {a.action_id: _approval_fields(state, a) for a in state.actions if a.approval is not None}
+    approvals = {a.action_id: approval_fields(state, a) for a in state.actions if a.approval is not None}
     unknowns = {
         a.action_id: a
         for a in state.actions
@@ -34,7 +34,8 @@ def sync_inbox(state: LoopState) -> None:
         _sync_unknowns(state, unknowns)
 
 
-def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
+def approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
+    """The inbox row of an action that asks for approval, as ``state`` says it is."""
     approval = action.approval
     assert approval is not None
     status = ApprovalStatus.PENDING

@@ -40,6 +40,14 @@ def test_approving_settles_the_item_requeues_the_run_and_is_attributed(client, p
     assert decided.actor == "op" and '"decision":"approve"' in decided.body
 
 
+def test_a_decisions_answer_is_the_row_as_stored(client, pending):
+    """What approve and deny answer (set from the saved state, not read back) is what GET reads."""
+    approved = client.post(f"/approvals/{pending.pk}/approve", {"note": "looks right"}).json()
+    assert approved == client.get(f"/approvals/{pending.pk}").json()
+    shown = client.get(f"/approvals/{pending.pk}").json()
+    assert shown["votes"][0]["by"] == "op" and shown["decided_at"] is not None
+
+
 def test_deciding_a_settled_approval_is_409_naming_who_settled_it(client, api, keys, pending, operator):
     """A second approve or a deny after approval: 409 approval_already_decided with the first decider."""
     client.post(f"/approvals/{pending.pk}/approve")
