@@ -235,14 +235,15 @@ GROUP BY 1
 
 _DONE = """
 SELECT count(*) FROM unnest(%s::text[]) AS batch(run_id)
-JOIN runs_run USING (run_id) WHERE runs_run.tenant_id = %s AND runs_run.status = 'done'
+WHERE (SELECT status FROM runs_run WHERE tenant_id = %s AND runs_run.run_id = batch.run_id) = 'done'
 """
 """How many of the batch are done: one lookup per run by its unique key.
 
 Polled every 10 ms while the workers run, so it must cost the server next to nothing.
-Written as ``run_id = ANY(...)``, the planner walked the tenant's every done run (the
-``run_list`` index), 5 to 10 ms per poll by round 3: up to half a core taken from the
-workers it measured, and more with every round.
+Written as ``run_id = ANY(...)``, or as a join the planner may hash, PostgreSQL walked
+the tenant's every done run (the ``run_list`` index; its statistics lag behind a batch
+just made), 2 to 10 ms per poll by round 3: up to half a core taken from the workers it
+measured, and more with every round. A scalar subquery per run is not flattened.
 """
 
 
