@@ -68,15 +68,19 @@ def interleave(
     cases: dict[str, Callable[[], float]],
     *,
     rounds: int,
+    between: Callable[[], None] | None = None,
 ) -> dict[str, list[float]]:
     """Run every case once per round, rotating the order; return each case's per-round values.
 
     A case runs one batch and returns its figure for that batch (for example seconds per
     iteration). Round ``r`` starts with case ``r mod n``, so every case takes every place.
+    ``between`` runs before each round, untimed (``bench._pg.maintain``).
     """
     names = list(cases)
     values: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
+        if between is not None:
+            between()
         order = names[r % len(names) :] + names[: r % len(names)]
         for n in order:
             values[n].append(cases[n]())

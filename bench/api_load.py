@@ -526,7 +526,7 @@ def _measure(
         for name in shapes:  # warm-up: connections, caches, PostgreSQL's buffers
             case(name, keep=False)
         cases: dict[str, Callable[[], float]] = {name: functools.partial(case, name) for name in shapes}
-        values = interleave(f"{BENCH}, {topology}", cases, rounds=opts["rounds"])
+        values = interleave(f"{BENCH}, {topology}", cases, rounds=opts["rounds"], between=_pg.maintain)
     finally:
         servers.stop()
     if any(g["unexpected"] for got in results.values() for g in got):

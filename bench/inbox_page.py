@@ -113,7 +113,7 @@ def run() -> list[Row]:
     }
     for case in cases.values():  # warm the caches (templates, query plans) before timing
         case()
-    values = interleave(BENCH, cases, rounds=5 if quick() else 15)
+    values = interleave(BENCH, cases, rounds=5 if quick() else 15, between=_pg.maintain)
     q_many, q_few, q_deep, q_filtered = (
         _queries(many, "/"),
         _queries(few, "/"),

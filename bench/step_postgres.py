@@ -342,7 +342,7 @@ def run() -> list[Row]:
             cases["keelgate_per_asyncio_run"] = keelgate_as_worker
         for case in cases.values():
             case()
-        values = interleave(BENCH, cases, rounds=rounds)
+        values = interleave(BENCH, cases, rounds=rounds, between=_pg.maintain)
     finally:
         runner.close()
         dbos.close()

@@ -286,6 +286,7 @@ def trial(
     from approvals.services import approval_decide
 
     _pause(procs, 0)
+    _pg.maintain()
     t0 = time.perf_counter()
     ids = _prepare(user, batch)
     pending = list(
