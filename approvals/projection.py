@@ -8,6 +8,9 @@ query, and a decision's save rewrites just the one row it decided.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.utils import timezone
@@ -19,10 +22,27 @@ from keelgate.loop import ActionStatus, LoopState, PlannedAction
 
 _SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
 
+_HELD: ContextVar[Approval | None] = ContextVar("held_approval", default=None)
+
+
+@contextmanager
+def holding(row: Approval) -> Iterator[None]:
+    """Within: ``row`` is the stored approval as it is, locked by the caller's transaction.
+
+    A decision locks its row, then the engine saves the run and this projection runs: it
+    compares with ``row`` instead of reading it again, and sets on ``row`` what it writes,
+    so the decision answers with the row as stored without reading it back either.
+    """
+    token = _HELD.set(row)
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
+
 
 def sync_inbox(state: LoopState) -> None:
     """Create or update the inbox rows for the state's waiting and settled actions."""
-    approvals = {a.action_id: approval_fields(state, a) for a in state.actions if a.approval is not None}
+    approvals = {a.action_id: _approval_fields(state, a) for a in state.actions if a.approval is not None}
     unknowns = {
         a.action_id: a
         for a in state.actions
@@ -34,8 +54,7 @@ def sync_inbox(state: LoopState) -> None:
         _sync_unknowns(state, unknowns)
 
 
-def approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
-    """The inbox row of an action that asks for approval, as ``state`` says it is."""
+def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
     approval = action.approval
     assert approval is not None
     status = ApprovalStatus.PENDING
@@ -85,8 +104,14 @@ def approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
 
 
 def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]]) -> None:
-    rows = Approval.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id, action_id__in=list(wanted))
-    existing = {row.action_id: row for row in rows}
+    held = _HELD.get()
+    existing = {}
+    if held is not None and (held.tenant_id, held.run_id) == (state.tenant_id, state.run_id):
+        existing[held.action_id] = held
+    unknown = [action_id for action_id in wanted if action_id not in existing]
+    if unknown:
+        rows = Approval.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id, action_id__in=unknown)
+        existing.update((row.action_id, row) for row in rows)
     missing = []
     for action_id, fields in wanted.items():
         row = existing.get(action_id)
@@ -98,6 +123,8 @@ def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]]) -> None
         changed = {name: value for name, value in fields.items() if getattr(row, name) != value}
         if changed:
             Approval.objects.filter(pk=row.pk).update(**changed)
+            for name, value in changed.items():  # a held row stays what is stored
+                setattr(row, name, value)
     if missing:
         Approval.objects.bulk_create(missing)
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from approvals.projection import approval_fields
+from approvals.projection import holding
 from audit.store import DjangoAuditLog
 from keelgate.errors import (
     AlreadyDecidedError,
@@ -28,7 +28,6 @@ from keelgate.errors import (
     OutcomeAlreadySettledError,
     RunFinishedError,
 )
-from keelgate.loop import LoopState
 from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
 from runs.engine.loops import build_loop
@@ -82,30 +81,29 @@ def approval_decide(
         loop = build_loop(approval.agent)
         expired = False
         refused: ApprovalEscalatedError | None = None
-        state: LoopState | None = None
         try:
-            if decision == "approve":
-                state = loop.approve(
-                    tenant_id,
-                    approval.run_id,
-                    approval.action_id,
-                    by=by,
-                    note=note,
-                    arguments=arguments,
-                    seen=seen,
-                    confirmed=confirmed,
-                    roles=roles,
-                )
-            else:
-                run_id, action_id = approval.run_id, approval.action_id
-                state = loop.deny(tenant_id, run_id, action_id, by=by, note=note, roles=roles)
+            with holding(approval):
+                if decision == "approve":
+                    loop.approve(
+                        tenant_id,
+                        approval.run_id,
+                        approval.action_id,
+                        by=by,
+                        note=note,
+                        arguments=arguments,
+                        seen=seen,
+                        confirmed=confirmed,
+                        roles=roles,
+                    )
+                else:
+                    run_id, action_id = approval.run_id, approval.action_id
+                    loop.deny(tenant_id, run_id, action_id, by=by, note=note, roles=roles)
         except ApprovalExpiredError:
             # The engine has just saved the expiry (denied, audited): keep it, then say so.
             expired = True
         except ApprovalEscalatedError as exc:
             # Escalated past this person's role, maybe just now (saved, audited): keep it, refuse.
             refused = exc
-        _settle_row(approval, state)
         if approval.status != ApprovalStatus.PENDING:
             run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
         answer: Approval = approval
@@ -118,22 +116,6 @@ def approval_decide(
     if refused is not None:
         raise refused
     return answer
-
-
-def _settle_row(approval: Approval, state: LoopState | None) -> None:
-    """Bring the locked row up to the decision the engine saved in this transaction.
-
-    The projection has just written the row from ``state`` (``checkpoint_saved``); the
-    same fields are set here rather than read back. A decision that raised (expired,
-    escalated) returned no state: the row is read.
-    """
-    actions = state.actions if state is not None else []
-    action = next((a for a in actions if a.action_id == approval.action_id), None)
-    if state is None or action is None or action.approval is None:
-        approval.refresh_from_db()
-        return
-    for name, value in approval_fields(state, action).items():
-        setattr(approval, name, value)
 
 
 def unknown_reconcile(
