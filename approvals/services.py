@@ -96,8 +96,7 @@ def approval_decide(
                         roles=roles,
                     )
                 else:
-                    run_id, action_id = approval.run_id, approval.action_id
-                    loop.deny(tenant_id, run_id, action_id, by=by, note=note, roles=roles)
+                    loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note, roles=roles)
         except ApprovalExpiredError:
             # The engine has just saved the expiry (denied, audited): keep it, then say so.
             expired = True

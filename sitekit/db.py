@@ -53,17 +53,23 @@ def fast_timestamps(sender: Any, connection: Any, **kwargs: Any) -> None:
     if connection.vendor != "postgresql" or connection.timezone is not datetime.UTC:
         return
     raw = connection.connection
+    if raw.adapters.get_loader(_TIMESTAMPTZ_OID, _CTimestamptzLoader.format) is _CTimestamptzLoader:
+        return  # a pooled connection handed out again (each request): done when it was made
     if raw.info.parameter_status("TimeZone") != "UTC":
         return
     raw.adapters.register_loader("timestamptz", _CTimestamptzLoader)
 
 
+_TIMESTAMPTZ_OID = 1184
+"""PostgreSQL's built-in ``timestamptz`` type (``psycopg.postgres.types["timestamptz"].oid``)."""
+
+
 @functools.cache
 def _c_timestamptz_loader() -> Any:
-    from psycopg import adapters, postgres
+    from psycopg import adapters
     from psycopg.pq import Format
 
-    return adapters.get_loader(postgres.types["timestamptz"].oid, Format.TEXT)
+    return adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT)
 
 
 class _CTimestamptzLoader:
