@@ -314,7 +314,8 @@
 
   /* After a decision removes an item, focus moves to the next one (or the one before),
      not to the page's body: a, Enter, a, Enter works down the list. beforeSwap still
-     reaches the document (the item is attached then); the check runs once htmx swapped. */
+     reaches the document (the item is attached then); the check runs once htmx swapped,
+     and only where focus went with the item: a key pressed in between keeps its focus. */
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var target = evt.detail && evt.detail.target;
     if (!target || !target.matches || !target.matches("[data-item]")) return;
@@ -324,6 +325,8 @@
     var next = list[index + 1] || list[index - 1] || null;
     setTimeout(function () {
       if (document.getElementById(id)) return;  // it stayed (an error, a second approver)
+      var active = document.activeElement;
+      if (active && active !== document.body) return;  // the person has already moved on
       if (next && document.body.contains(next)) select(next);
     }, 50);
   });
