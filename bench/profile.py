@@ -170,13 +170,15 @@ def profile_postgres(steps: int) -> None:
     from django.db import connections
 
     from bench.step_postgres import _new_runs, keelgate_step
+    from runs.engine.commits import expand_prepared
 
     times: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        runs = expand_prepared(sql)  # the commit group's statements go prepared
         group = next(
-            (name for pattern, name in _GROUPS if re.search(pattern, sql, re.S)), "other: " + sql[:60]
+            (name for pattern, name in _GROUPS if re.search(pattern, runs, re.S)), "other: " + runs[:60]
         )
         t = time.perf_counter()
         try:

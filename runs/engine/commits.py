@@ -21,6 +21,13 @@ first message and ``COMMIT`` with the last one when no check is outstanding, so 
 transaction of any size costs one or two round trips. SQLite (in-process, no round
 trips) runs every statement at once.
 
+Each statement the group sends is prepared once per connection (``PREPARE``, in the
+message that first uses it; :class:`_Prepared`) and then sent as ``EXECUTE name(...)``:
+the server parses and plans the checkpoint, key and audit statements once instead of at
+every save, which was half of their server time. ``KEELGATE_DB_PREPARE=0`` turns this
+off for a pooler that shares one server session between clients (PgBouncer in
+transaction mode): there a session's prepared statements are not its own.
+
 At a barrier (``keelgate.commits``: outside code runs next) writes that were only bound
 on the client hold no lock, so :meth:`DjangoCommitGroup.barrier` parks them outside any
 transaction and sends them with the next flush: the checkpoints a step saves before
@@ -31,12 +38,16 @@ them, as it loses any unflushed write; they had no effect outside and are redone
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -70,6 +81,8 @@ class _Txn:
     sending: bool = False
     binder: Any = None
     """A psycopg client cursor, for binding parameters without a round trip."""
+    prepares: bool = False
+    """Statements go as ``EXECUTE`` of prepared ones (``KEELGATE_DB_PREPARE``)."""
     rollbacks: list[Callable[[], None]] = field(default_factory=list)
     """What to undo in memory if the transaction rolls back (:meth:`DjangoCommitGroup.on_rollback`)."""
 
@@ -208,7 +221,7 @@ class DjangoCommitGroup:
             return
         if txn.failed is not None:
             raise txn.failed
-        txn.pending.append((txn.binder.mogrify(sql, params), check))
+        txn.pending.append((_bind(txn, sql, params), check))
 
     def query(self, sql: str, params: Sequence[Any]) -> Result:
         """A statement whose answer is needed now, sent with every write waiting before it."""
@@ -220,7 +233,7 @@ class DjangoCommitGroup:
             return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
         if txn.failed is not None:
             raise txn.failed
-        answer = self._send(txn, last=txn.binder.mogrify(sql, params))
+        answer = self._send(txn, last=_bind(txn, sql, params))
         assert answer is not None
         return answer
 
@@ -240,6 +253,7 @@ class DjangoCommitGroup:
             if conn.vendor == "postgresql":
                 conn.ensure_connection()
                 txn.binder = conn.connection.cursor()
+                txn.prepares = getattr(settings, "KEELGATE_DB_PREPARE", True)
                 conn.execute_wrappers.append(self._before_query)
             parked = getattr(self._local, "parked", None)
             if parked:
@@ -297,18 +311,22 @@ class DjangoCommitGroup:
         fused_commit = commit and txn.outermost and all(check is None for _, check in pending)
         if fused_commit:
             parts.append("COMMIT")
+        prepared = _Prepared.on(pg)
+        preamble = prepared.preamble(parts)
         txn.sending = True
         try:
-            results = self._execute_raw(txn, "; ".join(parts))
+            results = self._execute_raw(txn, "; ".join([*preamble, *parts]))
         except BaseException as exc:
             refused = _refusal(exc)
+            if preamble and refused is None:  # a refusal comes from past the preamble: it all ran
+                prepared.lost()
             txn.failed = refused or exc
             if refused is not None:
                 raise refused from exc
             raise
         finally:
             txn.sending = False
-        answers = results[1:] if begin else results
+        answers = results[len(preamble) + int(begin) :]
         try:
             for (_, check), result in zip(pending, answers, strict=False):
                 if check is not None:
@@ -332,7 +350,8 @@ class DjangoCommitGroup:
             cursor.execute(sql)
             results = []
             while True:
-                rows = cursor.fetchall() if cursor.description else []
+                # The result's status, not ``description``: that builds column objects.
+                rows = cursor.fetchall() if cursor.pgresult.status == _TUPLES_OK else []
                 results.append(Result(cursor.rowcount, rows))
                 if not cursor.nextset():
                     return results
@@ -346,6 +365,7 @@ class DjangoCommitGroup:
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
+_TUPLES_OK = 2  # psycopg.pq.ExecStatus.TUPLES_OK
 _REFUSALS: dict[str, type[StoreError]] = {
     LeaseLostError.code: LeaseLostError,
     StaleCheckpointError.code: StaleCheckpointError,
@@ -373,3 +393,103 @@ def _execute(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Resu
         cursor.execute(sql, params)
         rows = cursor.fetchall() if cursor.description else []
         return Result(cursor.rowcount, rows)
+
+
+class _Prepared:
+    """The group's statements prepared on one server session, by name.
+
+    A message gets, at its head, the ``PREPARE`` of each statement it executes that the
+    connection it goes on has not prepared yet: known when the message is sent, not
+    when its writes were bound, as writes parked at a barrier may leave on another
+    connection. A ``PREPARE`` is not transactional: it stands whether its transaction
+    commits or not. A message that fails otherwise than by a refusal
+    (``keelgate_refuse``, which only statements past the preamble raise) may have failed
+    in a ``PREPARE``, leaving those after it undone: the registry is then unsure, and
+    the next message starts with ``DEALLOCATE ALL`` and prepares again what it uses.
+    """
+
+    _of: ClassVar[weakref.WeakKeyDictionary[Any, _Prepared]] = weakref.WeakKeyDictionary()
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.unsure = False
+
+    @classmethod
+    def on(cls, pg: Any) -> _Prepared:
+        """The registry of the psycopg connection ``pg`` (a new connection starts empty)."""
+        prepared = cls._of.get(pg)
+        if prepared is None:
+            prepared = cls._of[pg] = cls()
+        return prepared
+
+    def preamble(self, parts: Sequence[str]) -> list[str]:
+        """What must run before ``parts`` on this session; counted as prepared from now."""
+        preamble = ["DEALLOCATE ALL"] if self.unsure else []
+        self.unsure = False
+        for part in parts:
+            match = _EXECUTE.match(part)
+            name = match.group(1) if match else ""
+            if name and name not in self.names:
+                self.names.add(name)
+                preamble.append(_PREPARES[name])
+        return preamble
+
+    def lost(self) -> None:
+        self.names.clear()
+        self.unsure = True
+
+
+_PLACEHOLDER = re.compile(r"%%|%s")
+_EXECUTE = re.compile(r"EXECUTE (keelgate_[0-9a-f]+)")
+_PREPARES: dict[str, str] = {}
+"""Every statement name the group made, with its ``PREPARE``."""
+_MOST_STATEMENTS = 512
+"""Far more distinct statements than the group sends: past it, new ones go unprepared."""
+
+
+def _statement(sql: str) -> tuple[str, int] | None:
+    """``sql``'s statement name and parameter count (its ``PREPARE`` in ``_PREPARES``)."""
+    known = _STATEMENTS.get(sql)
+    if known is not None or len(_STATEMENTS) >= _MOST_STATEMENTS:
+        return known
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        count += 1
+        return f"${count}"
+
+    numbered = _PLACEHOLDER.sub(number, sql)
+    name = "keelgate_" + hashlib.sha256(sql.encode()).hexdigest()[:20]
+    _PREPARES[name] = f"PREPARE {name} AS {numbered}"
+    known = _STATEMENTS[sql] = (name, count)
+    return known
+
+
+_STATEMENTS: dict[str, tuple[str, int]] = {}
+
+
+def expand_prepared(message: str) -> str:
+    """``message`` as the server runs it, for counting and profiling: without the
+    ``PREPARE`` statements at its head, and each ``EXECUTE`` of a group statement shown
+    as that statement (placeholders numbered) followed by its arguments."""
+    for name in set(_EXECUTE.findall(message)):
+        prepare = _PREPARES.get(name)
+        if prepare is not None:
+            statement = prepare.split(" AS ", 1)[1]
+            message = message.replace(f"{prepare}; ", "").replace(f"EXECUTE {name}", statement)
+    return message
+
+
+def _bind(txn: _Txn, sql: str, params: Sequence[Any]) -> str:
+    """The statement as it goes into a message: ``EXECUTE`` with literal arguments, else bound text."""
+    statement = _statement(sql) if txn.prepares else None
+    if statement is None:
+        return str(txn.binder.mogrify(sql, params))
+    name, count = statement
+    if count != len(params):
+        raise ValueError(f"{count} placeholders, {len(params)} parameters")
+    arguments = f"({', '.join(['%s'] * count)})" if count else ""
+    return str(txn.binder.mogrify(f"EXECUTE {name}{arguments}", params))
