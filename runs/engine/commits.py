@@ -223,8 +223,13 @@ class DjangoCommitGroup:
             raise txn.failed
         txn.pending.append((_bind(txn, sql, params), check))
 
-    def query(self, sql: str, params: Sequence[Any]) -> Result:
-        """A statement whose answer is needed now, sent with every write waiting before it."""
+    def query(self, sql: str, params: Sequence[Any], *, commit: bool = False) -> Result:
+        """A statement whose answer is needed now, sent with every write waiting before it.
+
+        ``commit``: on PostgreSQL the transaction also commits in the same message, when
+        the group began it and no sent write waits for a check (else it stays open, as
+        without). For a caller that would flush right after the answer anyway.
+        """
         txn = self._txn()
         if txn is None and getattr(self._local, "parked", None):
             self._begin()  # the group's own reads see the writes parked at a barrier
@@ -233,8 +238,11 @@ class DjangoCommitGroup:
             return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
         if txn.failed is not None:
             raise txn.failed
-        answer = self._send(txn, last=_bind(txn, sql, params))
+        fused = commit and txn.outermost and all(check is None for _, check in txn.pending)
+        answer = self._send(txn, last=_bind(txn, sql, params), commit=fused)
         assert answer is not None
+        if fused:
+            self._end(txn, rollback=False)
         return answer
 
     # -- the transaction ----------------------------------------------------------

@@ -368,7 +368,10 @@ class DjangoIdempotencyStore:
         """Insert the key if new (one winner, by the unique constraint); else report it.
 
         ``INSERT .. ON CONFLICT DO NOTHING RETURNING``: the loser learns it lost without
-        an error, so no savepoint is needed and a grouped transaction stays usable.
+        an error, so no savepoint is needed and a grouped transaction stays usable. On
+        PostgreSQL the grouped transaction commits in the claim's own message: the gateway
+        makes a won claim durable before the tool runs anyway, and a lost one wrote
+        nothing that the next flush would not commit as well.
         """
         _aware(now)
         expires = now + timedelta(seconds=lease_seconds)
@@ -385,7 +388,7 @@ class DjangoIdempotencyStore:
             stamp(expires),
         )
         with group.write():
-            inserted = group.query(insert_sql(KeyRow, _KEY_COLUMNS, _CLAIM_TAIL), params).rows
+            inserted = group.query(insert_sql(KeyRow, _KEY_COLUMNS, _CLAIM_TAIL), params, commit=True).rows
         if inserted:
             record = IdempotencyRecord(
                 tenant_id=tenant_id,
