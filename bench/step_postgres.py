@@ -9,9 +9,11 @@ transactions that changed or locked a row (an execute wrapper and a hook on comm
 and on the server, as the change of ``pg_stat_database.xact_commit`` for the scratch
 database, which also counts read-only transactions.
 
-A fourth case drives each step with its own ``asyncio.run``, as ``runs/engine/worker.py`` drives
-each run: Django keeps connections per thread, but per event loop inside a running
-loop, so every ``asyncio.run`` opens a new PostgreSQL connection.
+A fifth case (FULL pass) drives each step with its own ``asyncio.run``, as
+``runs/engine/worker.py`` drove each run before it kept one ``asyncio.Runner``: Django
+keeps connections per thread, but per event loop inside a running loop, so every
+``asyncio.run`` opens a new PostgreSQL connection (and prepares the commit group's
+statements again).
 """
 
 from __future__ import annotations
@@ -419,7 +421,7 @@ def run() -> list[Row]:
         rows.append(
             Row(
                 BENCH,
-                "Keelgate, one asyncio.run per step (as runs/engine/worker.py: a new connection each)",
+                "Keelgate, one asyncio.run per step (a new connection each, as the worker did before its Runner)",
                 "step",
                 "us/step",
                 wm,
