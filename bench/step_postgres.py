@@ -421,7 +421,7 @@ def run() -> list[Row]:
         rows.append(
             Row(
                 BENCH,
-                "Keelgate, one asyncio.run per step (a new connection each, as the worker did before its Runner)",
+                "Keelgate, one asyncio.run per step (a new connection each: the worker before its Runner)",
                 "step",
                 "us/step",
                 wm,

@@ -343,28 +343,40 @@ class Worker:
         backoff = self.poll_seconds
         while not self.stopping.is_set():
             try:
-                worked = self.run_once()
-                backoff = self.poll_seconds
+                claim = self.claim()
             except DatabaseError:
-                # The database is down or locked: drop the connection and back off; the
-                # run is resumed from its checkpoint when its lease expires, never blindly.
+                # The database is down or locked: drop the connection and back off.
                 connection.close()
                 if once:
                     raise
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
                 continue
-            if not worked:
-                if once:
-                    return
-                self.stopping.wait(self.poll_seconds)
+            backoff = self.poll_seconds
+            if claim is not None:
                 try:
-                    worker_idle.send(sender=Worker)
-                    monitors_tick_due()
+                    self.execute(claim)
                 except DatabaseError:
+                    # The claim just worked, so the database is there (a session was
+                    # killed, say): the run resumes from its checkpoint once its lease
+                    # expires, never blindly, and this worker goes on with other runs.
+                    # Backing off as for a failed claim left runs sitting on expired
+                    # leases for seconds.
                     connection.close()
-                except KeelgateError as exc:  # a misconfigured monitor must not stop the worker
-                    log.error("monitor tick failed: %s %s", exc.code, exc.detail)
+                    if once:
+                        raise
+                    self.stopping.wait(self.poll_seconds)
+                continue
+            if once:
+                return
+            self.stopping.wait(self.poll_seconds)
+            try:
+                worker_idle.send(sender=Worker)
+                monitors_tick_due()
+            except DatabaseError:
+                connection.close()
+            except KeelgateError as exc:  # a misconfigured monitor must not stop the worker
+                log.error("monitor tick failed: %s %s", exc.code, exc.detail)
 
 
 class _Renewer:
