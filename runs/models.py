@@ -7,7 +7,7 @@ and filters, plus the worker's lease (owner, expiry and a fencing epoch).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -97,15 +97,27 @@ class CheckpointManager(models.Manager["Checkpoint"]):
     its own, so what it reads becomes the base of its next save).
     """
 
-    def chain_texts(self, tenant_id: str, run_id: str, codec: CheckpointCodec | None = None) -> list[str]:
+    def chain_texts(
+        self,
+        tenant_id: str,
+        run_id: str,
+        codec: CheckpointCodec | None = None,
+        *,
+        query: Callable[[str, list[Any]], Sequence[tuple[Any, ...]]] | None = None,
+    ) -> list[str]:
         """The JSON of the run's checkpoints from its newest keyframe on: the last is the latest.
 
-        Empty if the run has no checkpoint.
+        Empty if the run has no checkpoint. ``query`` runs the read (a commit group's, so
+        that it goes prepared), else a cursor does.
         """
         codec = codec or CheckpointCodec()
-        with connection.cursor() as cursor:
-            cursor.execute(_chain_sql(), [tenant_id, run_id, tenant_id, run_id])
-            rows = cursor.fetchall()
+        params: list[Any] = [tenant_id, run_id, tenant_id, run_id]
+        if query is not None:
+            rows = list(query(_chain_sql(), params))
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(_chain_sql(), params)
+                rows = cursor.fetchall()
         try:
             return codec.decode(tenant_id, run_id, map(_stored, rows))
         except CheckpointUnreadableError:

@@ -235,7 +235,10 @@ class DjangoCommitGroup:
             self._begin()  # the group's own reads see the writes parked at a barrier
             txn = self._txn()
         if txn is None or txn.conn.vendor != "postgresql":
-            return _execute(connections[DEFAULT_DB_ALIAS], sql, params)
+            conn = connections[DEFAULT_DB_ALIAS]
+            if txn is None and conn.vendor == "postgresql" and _prepares():
+                return self._read(conn, sql, params)
+            return _execute(conn, sql, params)
         if txn.failed is not None:
             raise txn.failed
         fused = commit and txn.outermost and all(check is None for _, check in txn.pending)
@@ -261,7 +264,7 @@ class DjangoCommitGroup:
             if conn.vendor == "postgresql":
                 conn.ensure_connection()
                 txn.binder = conn.connection.cursor()
-                txn.prepares = getattr(settings, "KEELGATE_DB_PREPARE", True)
+                txn.prepares = _prepares()
                 conn.execute_wrappers.append(self._before_query)
             parked = getattr(self._local, "parked", None)
             if parked:
@@ -323,7 +326,7 @@ class DjangoCommitGroup:
         preamble = prepared.preamble(parts)
         txn.sending = True
         try:
-            results = self._execute_raw(txn, "; ".join([*preamble, *parts]))
+            results = self._execute_raw(txn.conn, txn.binder, "; ".join([*preamble, *parts]))
         except BaseException as exc:
             refused = _refusal(exc)
             if preamble and refused is None:  # a refusal comes from past the preamble: it all ran
@@ -344,15 +347,33 @@ class DjangoCommitGroup:
             raise
         return answers[len(pending)] if last is not None else None
 
-    def _execute_raw(self, txn: _Txn, text: str) -> list[Result]:
+    def _read(self, conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Result:
+        """A query outside the group's transactions, prepared as its writes are: alone in
+        autocommit, or in the caller's own transaction."""
+        conn.ensure_connection()
+        pg = conn.connection
+        cursor = pg.cursor()
+        try:
+            text = _bound(cursor, True, sql, params)
+            prepared = _Prepared.on(pg)
+            preamble = prepared.preamble([text])
+            try:
+                results = self._execute_raw(conn, cursor, "; ".join([*preamble, text]))
+            except BaseException as exc:
+                if preamble and _refusal(exc) is None:
+                    prepared.lost()
+                raise
+        finally:
+            cursor.close()
+        return results[-1]
+
+    def _execute_raw(self, conn: BaseDatabaseWrapper, cursor: Any, text: str) -> list[Result]:
         """Run ``text`` (bound already) on the psycopg cursor, past Django's cursor wrapper.
 
         That wrapper's per-call work (async-safety checks, connection lookups) was a
         tenth of a step's Python; its database-error translation and any execute
         wrappers but this group's own (the benchmarks count queries with one) still apply.
         """
-        cursor = txn.binder
-        conn = txn.conn
 
         def run(sql: str, params: Any, many: bool, context: Any) -> list[Result]:
             cursor.execute(sql)
@@ -491,13 +512,21 @@ def expand_prepared(message: str) -> str:
     return message
 
 
+def _prepares() -> bool:
+    return bool(getattr(settings, "KEELGATE_DB_PREPARE", True))
+
+
 def _bind(txn: _Txn, sql: str, params: Sequence[Any]) -> str:
+    return _bound(txn.binder, txn.prepares, sql, params)
+
+
+def _bound(binder: Any, prepares: bool, sql: str, params: Sequence[Any]) -> str:
     """The statement as it goes into a message: ``EXECUTE`` with literal arguments, else bound text."""
-    statement = _statement(sql) if txn.prepares else None
+    statement = _statement(sql) if prepares else None
     if statement is None:
-        return str(txn.binder.mogrify(sql, params))
+        return str(binder.mogrify(sql, params))
     name, count = statement
     if count != len(params):
         raise ValueError(f"{count} placeholders, {len(params)} parameters")
     arguments = f"({', '.join(['%s'] * count)})" if count else ""
-    return str(txn.binder.mogrify(f"EXECUTE {name}{arguments}", params))
+    return str(binder.mogrify(f"EXECUTE {name}{arguments}", params))

@@ -79,8 +79,11 @@ class DjangoCheckpointStore:
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""
-        texts = Checkpoint.objects.chain_texts(tenant_id, run_id, self.codec)
+        texts = Checkpoint.objects.chain_texts(tenant_id, run_id, self.codec, query=self._rows)
         return LoopState.from_json(texts[-1]) if texts else None
+
+    def _rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return self.commit_group.query(sql, params).rows
 
     def runs(self, tenant_id: str) -> list[str]:
         """The tenant's run ids, oldest first."""

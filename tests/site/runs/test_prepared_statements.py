@@ -173,3 +173,18 @@ def test_writes_parked_at_a_barrier_are_prepared_on_the_connection_they_leave_on
         group.release()
     assert any("PREPARE keelgate_" in message for message in sent)
     assert Run.objects.get(run_id="r1").seq == 2
+
+
+def test_a_load_outside_any_transaction_goes_prepared_too():
+    """The store's read of a run's checkpoints: prepared with its first use, in autocommit."""
+    _run("r1")
+    _save_and_record("r1", 1)
+    checkpoints, _, _ = database_stores(Fence("t1", "r1", 1))
+    with _messages() as first:
+        loaded = checkpoints.load("t1", "r1")
+    with _messages() as second:
+        again = checkpoints.load("t1", "r1")
+    assert loaded is not None and again is not None and loaded.seq == again.seq == 1
+    assert not connection.in_atomic_block
+    assert len(first) == 1 and "PREPARE keelgate_" in first[0]
+    assert len(second) == 1 and second[0].startswith("EXECUTE keelgate_")
