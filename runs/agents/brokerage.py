@@ -10,6 +10,7 @@ unknown outcomes on purpose.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import closing
@@ -21,6 +22,20 @@ from django.conf import settings
 Mode = Literal["normal", "hang", "fail"]
 
 PRICES = {"ACME": 101.5, "BETA": 42.0, "GAMMA": 7.25}
+
+
+_READY: set[tuple[str, int, int, int]] = set()
+"""The files this process set up, as :func:`_file_of` names them."""
+
+
+def _file_of(path: str) -> tuple[str, int, int, int] | None:
+    """The file at ``path`` as (path, device, inode, change time): another file once it is
+    deleted and made again, even under a reused inode number; None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return path, st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 class BrokerageUnavailable(ConnectionError):
@@ -45,6 +60,9 @@ class PaperBrokerage:
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path or settings.KEELGATE_PAPER_BROKERAGE
+        file = _file_of(self.path)
+        if file is not None and file in _READY:
+            return  # every decision builds the agent, and so this: the file is set up already
         with closing(self._connect()) as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(
@@ -52,6 +70,9 @@ class PaperBrokerage:
                 " quantity INTEGER, result TEXT, executions INTEGER, replays INTEGER)"
             )
             db.execute("CREATE TABLE IF NOT EXISTS control (name TEXT PRIMARY KEY, value TEXT)")
+        file = _file_of(self.path)
+        if file is not None:
+            _READY.add(file)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
