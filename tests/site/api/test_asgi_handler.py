@@ -34,10 +34,39 @@ def test_an_api_request_runs_every_middleware_and_the_view_in_one_thread_hop(hop
     # The middleware still ran: the security middleware's and clickjacking's headers.
     assert response["headers"]["x-content-type-options"] == "nosniff"
     assert response["headers"]["x-frame-options"] == "DENY"
-    # Django's own handler takes two hops per middleware (eight of them) and one for
-    # the view; this one enters the chain once, and closes the response once.
-    assert hops.count("BaseHandler.get_response") == 1
-    assert len(hops) <= 3, hops
+    # Django's own handler takes two hops per middleware (eight of them), one for the
+    # view, one for the request_started signal and one to close the response; this one
+    # does all of it in one.
+    assert hops == ["OneHopASGIHandler._respond"], hops
+
+
+def test_the_request_signals_fire_once_each_in_the_requests_thread():
+    """request_started and request_finished (the connection goes back) run once, in the view's thread."""
+    import threading
+
+    from django.core import signals
+
+    from keelgate_site.asgi import application
+
+    seen: list[tuple[str, int]] = []
+
+    def started(**kwargs):  # type: ignore[no-untyped-def]
+        seen.append(("started", threading.get_ident()))
+
+    def finished(**kwargs):  # type: ignore[no-untyped-def]
+        seen.append(("finished", threading.get_ident()))
+
+    signals.request_started.connect(started)
+    signals.request_finished.connect(finished)
+    try:
+        asgi_get(application, "/api/v1/no-such-endpoint")
+        asgi_get(application, "/api/v1/no-such-endpoint")
+    finally:
+        signals.request_started.disconnect(started)
+        signals.request_finished.disconnect(finished)
+    assert [name for name, _ in seen] == ["started", "finished", "started", "finished"]
+    assert len({thread for _, thread in seen[:2]}) == 1
+    assert seen[0][1] != threading.get_ident()  # not the test's (the event loop's) thread
 
 
 def test_the_served_app_freezes_what_it_loaded_at_startup() -> None:
