@@ -36,10 +36,22 @@ class OneHopASGIHandler(ASGIHandler):
     The same middleware, views and signals run, in the order a WSGI server runs them.
     A client that leaves mid-request is not watched for: a sync view cannot be
     interrupted anyway, and its answer goes to a closed connection.
+
+    The hop goes to the event loop's thread pool, as a WSGI server's worker threads:
+    Django's handler gives each request a thread-sensitive context, which started a
+    thread for the request and joined it after (a third of a JSON 404's CPU). Nothing
+    of a request needs a thread of its own across calls any more: its database
+    connection is borrowed and given back inside the one call. In-process, a JSON 404
+    went from about 2.0 to 0.6 ms of CPU.
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        await self.handle(scope, receive, send)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
@@ -48,12 +60,12 @@ class OneHopASGIHandler(ASGIHandler):
             return
         set_script_prefix(settings.FORCE_SCRIPT_NAME or scope.get("root_path", "") or "")
         try:
-            response = await sync_to_async(self._respond, thread_sensitive=True)(scope, body_file)
+            response = await sync_to_async(self._respond, thread_sensitive=False)(scope, body_file)
             try:
                 await self.send_response(response, send)
             finally:
                 if response.streaming:
-                    await sync_to_async(response.close, thread_sensitive=True)()
+                    await sync_to_async(response.close, thread_sensitive=False)()
         finally:
             body_file.close()
 
