@@ -221,7 +221,7 @@ class DjangoCommitGroup:
             return
         if txn.failed is not None:
             raise txn.failed
-        txn.pending.append((_bind(txn, sql, params), check))
+        txn.pending.append((_bound(txn.binder, txn.prepares, sql, params), check))
 
     def query(self, sql: str, params: Sequence[Any], *, commit: bool = False) -> Result:
         """A statement whose answer is needed now, sent with every write waiting before it.
@@ -242,7 +242,7 @@ class DjangoCommitGroup:
         if txn.failed is not None:
             raise txn.failed
         fused = commit and txn.outermost and all(check is None for _, check in txn.pending)
-        answer = self._send(txn, last=_bind(txn, sql, params), commit=fused)
+        answer = self._send(txn, last=_bound(txn.binder, txn.prepares, sql, params), commit=fused)
         assert answer is not None
         if fused:
             self._end(txn, rollback=False)
@@ -470,8 +470,10 @@ class _Prepared:
 
 _PLACEHOLDER = re.compile(r"%%|%s")
 _EXECUTE = re.compile(r"EXECUTE (keelgate_[0-9a-f]+)")
+_STATEMENTS: dict[str, tuple[str, int]] = {}
+"""Every statement the group prepares, by its SQL: its name and parameter count."""
 _PREPARES: dict[str, str] = {}
-"""Every statement name the group made, with its ``PREPARE``."""
+"""The same statements by name, with their ``PREPARE``."""
 _MOST_STATEMENTS = 512
 """Far more distinct statements than the group sends: past it, new ones go unprepared."""
 
@@ -497,9 +499,6 @@ def _statement(sql: str) -> tuple[str, int] | None:
     return known
 
 
-_STATEMENTS: dict[str, tuple[str, int]] = {}
-
-
 def expand_prepared(message: str) -> str:
     """``message`` as the server runs it, for counting and profiling: without the
     ``PREPARE`` statements at its head, and each ``EXECUTE`` of a group statement shown
@@ -514,10 +513,6 @@ def expand_prepared(message: str) -> str:
 
 def _prepares() -> bool:
     return bool(getattr(settings, "KEELGATE_DB_PREPARE", True))
-
-
-def _bind(txn: _Txn, sql: str, params: Sequence[Any]) -> str:
-    return _bound(txn.binder, txn.prepares, sql, params)
 
 
 def _bound(binder: Any, prepares: bool, sql: str, params: Sequence[Any]) -> str:
