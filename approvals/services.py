@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
@@ -35,7 +35,7 @@ from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
 from sitekit.db import unique_or_none
 from sitekit.errors import BulkNotAllowedError, NotFoundError
-from tenants.access import require_held_role, require_role, role_in
+from tenants.access import require_held_role, require_role, role_in_sql
 from tenants.models import Role
 
 Decision = Literal["approve", "deny"]
@@ -64,15 +64,11 @@ def approval_decide(
     when the deadline passes with this very request (the escalation is kept).
     """
     with transaction.atomic():
-        # One statement locks the row and reads the caller's role in the tenant.
-        approval = unique_or_none(
-            Approval.objects.select_for_update(of=("self",))
-            .filter(tenant_id=tenant_id, pk=approval_id)
-            .annotate(caller_role=role_in(user, tenant_id))
-        )
-        if approval is None:
+        locked = _lock_with_role(tenant_id, approval_id, user)
+        if locked is None:
             raise NotFoundError()
-        roles = require_held_role(approval.caller_role, Role.APPROVER)
+        approval, held = locked
+        roles = require_held_role(held, Role.APPROVER)
         if decision == "deny" and not note.strip():
             raise NoteRequiredError()
         by = user.get_username()
@@ -336,6 +332,21 @@ def approvals_warn() -> int:
         except KeelgateError:  # e.g. its agent was removed: the others are still warned
             continue
     return warned
+
+
+def _lock_with_role(tenant_id: str, approval_id: int, user: Any) -> tuple[Approval, str | None] | None:
+    """The approval, locked until the transaction ends, and the caller's role in its tenant:
+    one statement, written by hand (the ORM spent a tenth of an approve's CPU building it)."""
+    qn = connection.ops.quote_name
+    role, role_params = role_in_sql(user, tenant_id)
+    table = qn(Approval._meta.db_table)
+    lock = f" FOR UPDATE OF {table}" if connection.features.has_select_for_update_of else ""
+    sql = (
+        f"SELECT {table}.*, {role} AS caller_role FROM {table}"
+        f" WHERE {table}.{qn('tenant_id')} = %s AND {table}.{qn('id')} = %s{lock}"
+    )
+    row = next(iter(Approval.objects.raw(sql, [*role_params, tenant_id, approval_id])), None)
+    return None if row is None else (row, getattr(row, "caller_role", None))
 
 
 def _lock_pending(pk: int) -> Approval | None:

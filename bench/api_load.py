@@ -75,12 +75,14 @@ def _topology(text: str) -> tuple[int, dict[str, str]]:
     """``"2+pool+cache"``: two Daphne processes, each with a connection pool and the key cache;
     ``"1"``: one, a new database connection per request and a key lookup per request."""
     n, *flags = text.split("+")
-    unknown = set(flags) - {"pool", "cache", "redis"}
-    if unknown:
+    threads = [f for f in flags if re.fullmatch(r"t[1-9][0-9]*", f)]
+    unknown = set(flags) - {"pool", "cache", "redis", *threads}
+    if unknown or len(threads) > 1:
         raise ValueError(f"unknown topology flags {sorted(unknown)} in {text!r}")
     env = {
         "KEELGATE_DB_POOL": POOL_SIZE if "pool" in flags else "0",
         "KEELGATE_API_KEY_CACHE_SECONDS": CACHE_SECONDS if "cache" in flags else "0",
+        "KEELGATE_WEB_THREADS": threads[0][1:] if threads else "0",
     }
     if "redis" in flags:
         # As deployed with several processes: Redis for the cache and the channel layer, and
@@ -98,7 +100,8 @@ def _title(topology: str) -> str:
     pool = f"pool of {env['KEELGATE_DB_POOL']}" if env["KEELGATE_DB_POOL"] != "0" else "no pool"
     cache = "key cache" if env["KEELGATE_API_KEY_CACHE_SECONDS"] != "0" else "no key cache"
     redis = ", Redis + rate limit" if "REDIS_URL" in env else ""
-    return f"{n} Daphne, {pool}, {cache}{redis}"
+    threads = f", {env['KEELGATE_WEB_THREADS']} threads" if env["KEELGATE_WEB_THREADS"] != "0" else ""
+    return f"{n} Daphne, {pool}, {cache}{redis}{threads}"
 
 
 def _options() -> dict[str, Any]:

@@ -8,6 +8,7 @@ front web server in the embedded setup.
 import gc
 import ipaddress
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import django
@@ -47,6 +48,8 @@ class OneHopASGIHandler(ASGIHandler):
 
     def load_middleware(self, is_async: bool = False) -> None:
         super().load_middleware(is_async=False)
+        threads = settings.KEELGATE_WEB_THREADS
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="request") if threads > 0 else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -60,7 +63,9 @@ class OneHopASGIHandler(ASGIHandler):
             return
         set_script_prefix(settings.FORCE_SCRIPT_NAME or scope.get("root_path", "") or "")
         try:
-            response = await sync_to_async(self._respond, thread_sensitive=False)(scope, body_file)
+            response = await sync_to_async(self._respond, thread_sensitive=False, executor=self._pool)(
+                scope, body_file
+            )
             try:
                 await self.send_response(response, send)
             finally:

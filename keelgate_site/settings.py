@@ -155,6 +155,10 @@ else:
             "max_size": _POOL,
         }
 
+KEELGATE_WEB_THREADS = int(os.environ.get("KEELGATE_WEB_THREADS", "0"))
+"""Threads a web process runs requests' sync work on (keelgate_site/asgi.py); 0: the event
+loop's default pool, min(32, cores + 4)."""
+
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CHANNEL_LAYERS = {
     "default": (

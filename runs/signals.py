@@ -14,7 +14,9 @@ from django.dispatch import Signal
 __all__ = ["checkpoint_saved", "run_queued", "worker_idle"]
 
 checkpoint_saved = Signal()
-"""``state``: a checkpoint was saved, inside the transaction that saves it (not yet committed)."""
+"""``state``: a checkpoint was saved, inside the transaction that saves it (not yet committed);
+``send(sql, params)``: a write of the receiver's own joins that transaction, sent with the
+save's next round trip (its rowcount unread; one that fails aborts the save)."""
 
 run_queued = Signal()
 """``tenant_id``, ``run_id``: a run became runnable (start, resume, a decision), after that commit."""

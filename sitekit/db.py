@@ -7,7 +7,7 @@ import functools
 from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import Model, QuerySet
+from django.db.models import Field, Model, QuerySet
 
 _M = TypeVar("_M")
 
@@ -39,6 +39,38 @@ def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail:
         f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(map(qn, columns))})"
         f" VALUES ({', '.join(['%s'] * len(columns))}){tail}"
     )
+
+
+def update_sql(model: type[Model], columns: tuple[str, ...], where: tuple[str, ...]) -> str:
+    """``UPDATE <table> SET <column> = %s, .. WHERE <column> = %s AND ..``, built once per shape.
+
+    Names are field names; :func:`db_values` adapts the values in the same order.
+    """
+    return _update_sql(connection.vendor, model, columns, where)
+
+
+@functools.cache
+def _update_sql(vendor: str, model: type[Model], columns: tuple[str, ...], where: tuple[str, ...]) -> str:
+    qn = connection.ops.quote_name
+    sets = ", ".join(f"{qn(_column(model, name))} = %s" for name in columns)
+    conditions = " AND ".join(f"{qn(_column(model, name))} = %s" for name in where)
+    return f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
+
+
+def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
+    """``values`` (field name to Python value) as the database takes them, as the ORM
+    adapts them for a write (a JSON field's value becomes the driver's JSON wrapper)."""
+    return [_field(model, name).get_db_prep_save(value, connection) for name, value in values.items()]
+
+
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field) and field.column, f"{model.__name__}.{name} is not a column"
+    return field
+
+
+def _column(model: type[Model], name: str) -> str:
+    return str(_field(model, name).column)
 
 
 def fast_timestamps(sender: Any, connection: Any, **kwargs: Any) -> None:

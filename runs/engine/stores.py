@@ -75,7 +75,7 @@ class DjangoCheckpointStore:
                 _refused_or_insert(save)
             else:
                 _insert(save)
-            checkpoint_saved.send(sender=DjangoCheckpointStore, state=state)
+            checkpoint_saved.send(sender=DjangoCheckpointStore, state=state, send=group.send)
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""

@@ -76,3 +76,40 @@ def test_the_served_app_freezes_what_it_loaded_at_startup() -> None:
     import keelgate_site.asgi  # noqa: F401
 
     assert gc.get_freeze_count() > 10_000
+
+
+def test_keelgate_web_threads_bounds_the_threads_requests_run_on(settings):
+    """With ``KEELGATE_WEB_THREADS=2``, eight requests at once run on two threads of the
+    handler's own pool; without it, on the event loop's default pool."""
+    import asyncio
+    import threading
+
+    from django.core import signals
+
+    from keelgate_site.asgi import OneHopASGIHandler
+
+    from .._asgi import asgi_request
+
+    def threads_of(handler: OneHopASGIHandler) -> set[str]:
+        names: set[str] = set()
+
+        def started(**kwargs):  # type: ignore[no-untyped-def]
+            names.add(threading.current_thread().name)
+
+        async def eight() -> None:
+            await asyncio.gather(*(asgi_request(handler, "/api/v1/no-such-endpoint") for _ in range(8)))
+
+        signals.request_started.connect(started)
+        try:
+            asyncio.run(eight())
+        finally:
+            signals.request_started.disconnect(started)
+        return names
+
+    settings.KEELGATE_WEB_THREADS = 2
+    bounded = threads_of(OneHopASGIHandler())
+    assert bounded and all(name.startswith("request") for name in bounded), bounded
+    assert len(bounded) <= 2
+    settings.KEELGATE_WEB_THREADS = 0
+    default = threads_of(OneHopASGIHandler())
+    assert default and not any(name.startswith("request") for name in default), default

@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
+from runs.engine.commits import expand_prepared
 from tests.site.console.conftest import start_waiting
 
 INBOX_TABLES = ("approvals_approval", "approvals_unknownoutcome")
 
 
-def writes(queries, table: str) -> list[str]:
-    """The INSERT and UPDATE statements on ``table``."""
-    pattern = re.compile(rf'^\s*(INSERT INTO|UPDATE)\s+"?{table}"?', re.IGNORECASE)
-    return [q["sql"] for q in queries if pattern.match(q["sql"])]
+@contextmanager
+def messages() -> Iterator[list[str]]:
+    """What the connection sends: the ORM's queries and the commit groups' messages, whose
+    writes to the inbox join the checkpoint's (prepared statements shown as their SQL)."""
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append(expand_prepared(sql))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        yield sent
+
+
+def writes(sent: list[str], table: str) -> list[str]:
+    """The INSERT and UPDATE statements on ``table``, in messages of one or many statements."""
+    pattern = re.compile(rf'(?:^|;)\s*((?:INSERT INTO|UPDATE)\s+"?{table}"?\s[^;]*)', re.IGNORECASE)
+    return [m.group(1) for text in sent for m in pattern.finditer(text)]
 
 
 def test_a_decision_writes_its_approval_row_once_and_no_other(people, brokerage_path):
     """Two approvals wait in one tenant; approving one updates that row once and leaves the other alone."""
     first = start_waiting(people["op"], "p1")
     second = start_waiting(people["op"], "p2")
-    with CaptureQueriesContext(connection) as captured:
+    with messages() as sent:
         approval_decide(tenant_id="t1", approval_id=first.pk, user=people["op"], decision="approve")
-    updates = writes(captured.captured_queries, "approvals_approval")
+    updates = writes(sent, "approvals_approval")
     assert len(updates) == 1 and not any(q.upper().startswith("INSERT") for q in updates)
     assert Approval.objects.get(pk=first.pk).status == ApprovalStatus.APPROVED
     assert Approval.objects.get(pk=second.pk).status == ApprovalStatus.PENDING
@@ -35,12 +51,12 @@ def test_a_decision_writes_its_approval_row_once_and_no_other(people, brokerage_
 def test_a_decision_reads_its_locked_approval_row_once(people, brokerage_path):
     """The service locks the row; the projection compares with it instead of reading it again."""
     waiting = start_waiting(people["op"], "p1")
-    with CaptureQueriesContext(connection) as captured:
+    with messages() as sent:
         answer = approval_decide(
             tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve"
         )
-    table = re.compile(r'^\s*SELECT\b.*\bFROM\s+"?approvals_approval"?', re.IGNORECASE | re.DOTALL)
-    reads = [q["sql"] for q in captured.captured_queries if table.match(q["sql"])]
+    table = re.compile(r'(?:^|;)\s*SELECT\b[^;]*\bFROM\s+"?approvals_approval"?', re.IGNORECASE)
+    reads = [m.group() for text in sent for m in table.finditer(text)]
     assert len(reads) == 1, reads
     stored = Approval.objects.get(pk=waiting.pk)
     assert (answer.status, answer.decided_by) == (stored.status, stored.decided_by)
@@ -63,14 +79,14 @@ def test_a_save_without_approvals_or_unknown_outcomes_touches_no_inbox_table(peo
     assert any(a.approval is not None for a in asking.actions)
     seq = Run.objects.get(run_id="p3").seq
 
-    with CaptureQueriesContext(connection) as captured:
+    with messages() as sent:
         store.save(quiet.model_copy(update={"seq": seq + 1}))
-    assert [q["sql"] for q in captured.captured_queries if any(t in q["sql"] for t in INBOX_TABLES)] == []
+    assert [text for text in sent if any(t in text for t in INBOX_TABLES)] == []
 
     Approval.objects.filter(run_id="p3").delete()
-    with CaptureQueriesContext(connection) as captured:
+    with messages() as sent:
         store.save(asking.model_copy(update={"seq": seq + 2}))
-    assert len(writes(captured.captured_queries, "approvals_approval")) == 1
+    assert len(writes(sent, "approvals_approval")) == 1
     assert Approval.objects.filter(run_id="p3", status=ApprovalStatus.PENDING).count() == 1
 
 
@@ -86,7 +102,7 @@ def test_saves_after_a_decision_do_not_rewrite_the_decided_row(people, brokerage
     store = DjangoCheckpointStore()
     final = store.load("t1", "p4")
     assert final is not None and any(a.approval is not None and a.approval.granted for a in final.actions)
-    with CaptureQueriesContext(connection) as captured:
+    with messages() as sent:
         store.save(final.model_copy(update={"seq": Run.objects.get(run_id="p4").seq + 1}))
-    assert writes(captured.captured_queries, "approvals_approval") == []
+    assert writes(sent, "approvals_approval") == []
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.APPROVED
