@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import Coalesce, Length
 from django.utils import timezone
@@ -26,7 +26,7 @@ from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
-from sitekit.db import unique_or_none
+from sitekit.db import db_values, unique_or_none, update_sql
 from sitekit.errors import NotFoundError, NotResumableError
 from tenants.access import require_role
 from tenants.models import Role
@@ -63,10 +63,18 @@ def run_move(
     longer matches, nothing is written and the answer is False. The ``run.status``
     audit event commits with the move, inside the caller's transaction if there is one.
     """
+    values = {"status": to, "updated_at": timezone.now(), **fields}
+    where = {"tenant_id": tenant_id, "run_id": run_id, **(expect or {})}
     with transaction.atomic(savepoint=False):
-        moved = Run.objects.filter(tenant_id=tenant_id, run_id=run_id, **(expect or {})).update(
-            status=to, updated_at=timezone.now(), **fields
-        )
+        if _plain(values, where):  # the statement without the ORM building it each time
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    update_sql(Run, tuple(values), tuple(where)),
+                    [*db_values(Run, values), *db_values(Run, where)],
+                )
+                moved = cursor.rowcount
+        else:  # a lookup, NULL or an expression (``F("lease_epoch") + 1``): the ORM's
+            moved = Run.objects.filter(**where).update(**values)
         if moved:
             body = {"run_id": run_id, "status": str(to)}
             if reason:
@@ -74,7 +82,14 @@ def run_move(
             DjangoAuditLog().append(tenant_id, actor=actor, kind="run.status", body=body)
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
-    return moved == 1
+    return int(moved) == 1
+
+
+def _plain(values: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """Only values to set and equalities to match: no lookup, no NULL, no expression."""
+    expressions = any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values()))
+    lookups = any("__" in name or value is None for name, value in where.items())
+    return not expressions and not lookups
 
 
 def _announce_queued(tenant_id: str, run_id: str) -> None:

@@ -44,7 +44,7 @@ def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail:
 def update_sql(model: type[Model], columns: tuple[str, ...], where: tuple[str, ...]) -> str:
     """``UPDATE <table> SET <column> = %s, .. WHERE <column> = %s AND ..``, built once per shape.
 
-    Names are field names; :func:`db_values` adapts the values in the same order.
+    Names are field names (or ``pk``); :func:`db_values` adapts the values in the same order.
     """
     return _update_sql(connection.vendor, model, columns, where)
 
@@ -64,7 +64,7 @@ def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
-    field = model._meta.get_field(name)
+    field = model._meta.pk if name == "pk" else model._meta.get_field(name)
     assert isinstance(field, Field) and field.column, f"{model.__name__}.{name} is not a column"
     return field
 
