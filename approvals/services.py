@@ -30,6 +30,7 @@ from keelgate.errors import (
 )
 from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
+from runs.engine.commits import DjangoCommitGroup
 from runs.engine.loops import build_loop
 from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
@@ -62,8 +63,13 @@ def approval_decide(
     An approval its deadline escalated is decided only by someone with at least the
     escalation role: ApprovalEscalatedError (403 ``approval_escalated``) otherwise, also
     when the deadline passes with this very request (the escalation is kept).
+
+    One commit group carries the decision's transaction: the lock, the checkpoint's load
+    and save, the inbox row, the run's move and both audit events, the last of them sent
+    with the commit.
     """
-    with transaction.atomic():
+    group = DjangoCommitGroup()
+    with group.transaction():
         locked = _lock_with_role(tenant_id, approval_id, user)
         if locked is None:
             raise NotFoundError()
@@ -74,7 +80,7 @@ def approval_decide(
         by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
             raise AlreadyDecidedError(approval.decided_by or approval.status)
-        loop = build_loop(approval.agent)
+        loop = build_loop(approval.agent, group=group)
         expired = False
         refused: ApprovalEscalatedError | None = None
         try:
@@ -100,7 +106,7 @@ def approval_decide(
             # Escalated past this person's role, maybe just now (saved, audited): keep it, refuse.
             refused = exc
         if approval.status != ApprovalStatus.PENDING:
-            run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by)
+            run_requeue(tenant_id=tenant_id, run_id=approval.run_id, by=by, group=group)
         answer: Approval = approval
         if approval.replaced_by:
             answer = Approval.objects.get(
@@ -130,7 +136,8 @@ def unknown_reconcile(
     require_role(user, tenant_id, Role.RECONCILER)
     if not note.strip():
         raise NoteRequiredError()
-    with transaction.atomic():
+    group = DjangoCommitGroup()
+    with group.transaction():  # one transaction, as a decision's (approval_decide)
         item = unique_or_none(
             UnknownOutcome.objects.select_for_update().filter(tenant_id=tenant_id, pk=item_id)
         )
@@ -139,11 +146,11 @@ def unknown_reconcile(
         if item.settled:
             raise OutcomeAlreadySettledError(item.settled_by)
         by = user.get_username()
-        build_loop(item.agent).reconcile_now(
+        build_loop(item.agent, group=group).reconcile_now(
             tenant_id, item.run_id, item.action_id, executed=executed, by=by, note=note, result=result
         )
         item.refresh_from_db()
-        run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by)
+        run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by, group=group)
     return item
 
 

@@ -54,6 +54,7 @@ def run_move(
     actor: str,
     reason: str = "",
     expect: Mapping[str, Any] | None = None,
+    group: Any = None,
     **fields: Any,
 ) -> bool:
     """Move one run to status ``to`` (writing ``fields`` too) while its row matches ``expect``.
@@ -62,9 +63,25 @@ def run_move(
     holds, the status a decision found, the checkpoint a stop saw); when the row no
     longer matches, nothing is written and the answer is False. The ``run.status``
     audit event commits with the move, inside the caller's transaction if there is one.
+
+    ``group`` (a ``runs.engine.commits.DjangoCommitGroup`` whose transaction is open): the
+    move is sent with the writes waiting in it, and its audit event waits for its next
+    round trip, as the engine's own writes do.
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     where = {"tenant_id": tenant_id, "run_id": run_id, **(expect or {})}
+    body = {"run_id": run_id, "status": str(to)}
+    if reason:
+        body["reason"] = reason
+    if group is not None and _plain(values, where):
+        with group.write():
+            sql = update_sql(Run, tuple(values), tuple(where))
+            moved = group.query(sql, [*db_values(Run, values), *db_values(Run, where)]).rowcount
+            if moved:
+                DjangoAuditLog(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
+                if to == RunStatus.QUEUED:
+                    _announce_queued(tenant_id, run_id)
+        return int(moved) == 1
     with transaction.atomic(savepoint=False):
         if _plain(values, where):  # the statement without the ORM building it each time
             with connection.cursor() as cursor:
@@ -76,9 +93,6 @@ def run_move(
         else:  # a lookup, NULL or an expression (``F("lease_epoch") + 1``): the ORM's
             moved = Run.objects.filter(**where).update(**values)
         if moved:
-            body = {"run_id": run_id, "status": str(to)}
-            if reason:
-                body["reason"] = reason
             DjangoAuditLog().append(tenant_id, actor=actor, kind="run.status", body=body)
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
@@ -166,8 +180,9 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
     return run
 
 
-def run_requeue(*, tenant_id: str, run_id: str, by: str) -> bool:
-    """Make a waiting run runnable again after ``by`` decided (approve, deny, reconcile)."""
+def run_requeue(*, tenant_id: str, run_id: str, by: str, group: Any = None) -> bool:
+    """Make a waiting run runnable again after ``by`` decided (approve, deny, reconcile);
+    ``group``: the decision's commit group (:func:`run_move`)."""
     return run_move(
         tenant_id=tenant_id,
         run_id=run_id,
@@ -175,6 +190,7 @@ def run_requeue(*, tenant_id: str, run_id: str, by: str) -> bool:
         actor=by,
         reason="decided",
         expect={"status": RunStatus.WAITING},
+        group=group,
     )
 
 

@@ -110,7 +110,12 @@ class DjangoCommitGroup:
     def hold(self) -> None:
         self._local.holds = self._holds() + 1
 
+    def _whole(self) -> bool:
+        return bool(getattr(self._local, "whole", False))
+
     def flush(self) -> None:
+        if self._whole():
+            return  # the block of :meth:`transaction` commits once, at its end
         txn = self._txn()
         if txn is None:
             if not getattr(self._local, "parked", None):
@@ -137,7 +142,7 @@ class DjangoCommitGroup:
         anything was sent, the barrier flushes.
         """
         txn = self._txn()
-        if txn is None:
+        if txn is None or self._whole():
             return
         parkable = (
             txn.conn.vendor == "postgresql"
@@ -187,6 +192,30 @@ class DjangoCommitGroup:
         except BaseException:
             self.discard()
             raise
+        self.release()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction for the block, begun now: the writes of every store inside it,
+        however they group them, commit once, when it ends; an exception rolls them all back.
+
+        For a service that changes several things at once (a decision: the checkpoint,
+        the inbox row, the run's status and their audit events) with no outside code
+        between them: the holds inside do not flush, barriers keep nothing back, and
+        the commit goes in the message of the last writes.
+        """
+        if self._holds():
+            raise RuntimeError("a transaction inside a held commit group")
+        self.hold()
+        self._local.whole = True
+        try:
+            self._begin()
+            yield
+        except BaseException:
+            self._local.whole = False
+            self.discard()
+            raise
+        self._local.whole = False
         self.release()
 
     @property
@@ -241,7 +270,9 @@ class DjangoCommitGroup:
             return _execute(conn, sql, params)
         if txn.failed is not None:
             raise txn.failed
-        fused = commit and txn.outermost and all(check is None for _, check in txn.pending)
+        fused = (
+            commit and txn.outermost and not self._whole() and all(check is None for _, check in txn.pending)
+        )
         answer = self._send(txn, last=_bound(txn.binder, txn.prepares, sql, params), commit=fused)
         assert answer is not None
         if fused:

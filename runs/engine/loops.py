@@ -15,10 +15,14 @@ from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
 
 
 def database_stores(
-    fence: Fence | None = None,
+    fence: Fence | None = None, *, group: DjangoCommitGroup | None = None
 ) -> tuple[DjangoCheckpointStore, DjangoIdempotencyStore, DjangoAuditLog]:
-    """The three ORM stores over one commit group, so a loop groups their commits."""
-    group = DjangoCommitGroup(fence)
+    """The three ORM stores over one commit group (``group``, else a new one), so a loop
+    groups their commits."""
+    if group is None:
+        group = DjangoCommitGroup(fence)
+    elif fence is not None:
+        raise ValueError("a fence is a new group's: the given group keeps its own")
     return (
         DjangoCheckpointStore(group=group),
         DjangoIdempotencyStore(group=group),
@@ -35,11 +39,13 @@ def build_loop(
     lease_seconds: float = 300.0,
     loop_type: LoopType = LoopType.TASK,
     allowed_side_effects: frozenset[SideEffect] | None = None,
+    group: DjangoCommitGroup | None = None,
 ) -> Loop:
-    """The agent's loop over the ORM stores; ``fence`` makes every write check the lease."""
+    """The agent's loop over the ORM stores; ``fence`` makes every write check the lease;
+    ``group``: the stores write through the caller's commit group (a decision's transaction)."""
     if isinstance(agent, str):
         agent = load_agent(agent)
-    checkpoints, idempotency, audit = database_stores(fence)
+    checkpoints, idempotency, audit = database_stores(fence, group=group)
     gateway = agent_gateway(agent, idempotency=idempotency, audit=audit, lease_seconds=lease_seconds)
     return Loop(
         planner=agent.planner,
