@@ -111,7 +111,7 @@ _EXTRA_COLUMNS = (
     ("transactions_per_step", "xacts/step"),
     ("queries_per_step", "queries/step"),
     ("bytes_per_step", "bytes/step"),
-    ("queries_per_request", "queries/req"),
+    ("round_trips_per_request", "round trips/req"),
     ("scaling", "scaling"),
     ("duplicates", "duplicates"),
     ("unknown_outcomes", "unknown"),

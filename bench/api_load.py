@@ -45,6 +45,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -461,11 +462,17 @@ def _analyze() -> None:
         cursor.execute("ANALYZE")
 
 
-def _queries_per_request(token: str, approval_id: int) -> dict[str, int]:
-    """SQL queries one request makes, counted in this process with Django's test client."""
+def _round_trips_per_request(token: str, approval_id: int) -> dict[str, int]:
+    """Round trips to PostgreSQL one request makes, in this process with Django's test client.
+
+    Counted by libpq's own trace of each connection (``PGconn.trace``): every answer the
+    server finishes with ``ReadyForQuery`` ends one round trip, whatever sent it (the ORM,
+    the engine's commit groups with several statements in one message, psycopg's own
+    ``BEGIN``); opening a connection is not counted.
+    """
     from django.db import connection
+    from django.db.backends.signals import connection_created
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
     client = Client(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
     client.get("/api/v1/runs")  # the key's first use is written once (last_used_at)
@@ -480,12 +487,37 @@ def _queries_per_request(token: str, approval_id: int) -> dict[str, int]:
         ),
         ("floor", lambda: client.get("/api/v1/bench-floor")),
     ):
-        with CaptureQueriesContext(connection) as captured:
+        traces: list[tuple[Any, Any]] = []
+        on_created = functools.partial(_trace_created, traces)
+        if connection.connection is not None:
+            _trace(traces, connection.connection.pgconn)
+        connection_created.connect(on_created)
+        try:
             response = call()
+        finally:
+            connection_created.disconnect(on_created)
         if response.status_code >= 500:
             raise RuntimeError(f"{name}: HTTP {response.status_code}")
-        counts[name] = len(captured.captured_queries)
+        trips = 0
+        for pg, log in traces:
+            with contextlib.suppress(Exception):  # a connection closed since
+                pg.untrace()
+            log.seek(0)
+            trips += sum(1 for line in log if "\tB\t" in line and "\tReadyForQuery" in line)
+            log.close()
+        counts[name] = trips
     return counts
+
+
+def _trace(traces: list[tuple[Any, Any]], pg: Any) -> None:
+    """libpq traces what ``pg`` sends and receives into a file kept in ``traces``."""
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115  (read and closed by the caller)
+    pg.trace(log.fileno())
+    traces.append((pg, log))
+
+
+def _trace_created(traces: list[tuple[Any, Any]], sender: Any, connection: Any, **kwargs: Any) -> None:
+    _trace(traces, connection.connection.pgconn)
 
 
 # -- the benchmark --------------------------------------------------------------------------------
@@ -556,12 +588,12 @@ def run() -> list[Row]:
     _analyze()
     from django.test import override_settings
 
-    queries = {}
+    trips = {}
     for cached in (False, True):
         with override_settings(KEELGATE_API_KEY_CACHE_SECONDS=float(CACHE_SECONDS) if cached else 0):
-            queries[cached] = _queries_per_request(token, pool.pop())
+            trips[cached] = _round_trips_per_request(token, pool.pop())
     progress(
-        f"{BENCH}: {len(pool)} approvals to decide; queries per request {queries}; {opts['tool']},"
+        f"{BENCH}: {len(pool)} approvals to decide; round trips per request {trips}; {opts['tool']},"
         f" {opts['connections']} connections, {opts['duration']:g}s x {opts['rounds']} rounds;"
         f" server settings added: {opts['env'] or 'none'}"
     )
@@ -608,7 +640,7 @@ def run() -> list[Row]:
                         "server_cpu_ms_per_request": cpu_ms,
                         "unexpected_responses": unexpected,
                         "unexpected_codes": codes,
-                        "queries_per_request": queries[_cached(topology)].get(name),
+                        "round_trips_per_request": trips[_cached(topology)].get(name),
                         "scaling": m / first[name] if topology != opts["topologies"][0] else None,
                         "command": got[0]["command"],
                     },
