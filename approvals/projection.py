@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
@@ -45,12 +44,7 @@ def holding(row: Approval) -> Iterator[None]:
         _HELD.reset(token)
 
 
-def _execute(sql: str, params: Sequence[Any]) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-def sync_inbox(state: LoopState, send: Send = _execute) -> None:
+def sync_inbox(state: LoopState, send: Send) -> None:
     """Create or update the inbox rows for the state's waiting and settled actions.
 
     The approval rows go through ``send``: the checkpoint store's, which on PostgreSQL

@@ -70,33 +70,27 @@ def run_move(
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     where = {"tenant_id": tenant_id, "run_id": run_id, **(expect or {})}
-    body = {"run_id": run_id, "status": str(to)}
-    if reason:
-        body["reason"] = reason
-    if group is not None and _plain(values, where):
-        with group.write():
-            sql = update_sql(Run, tuple(values), tuple(where))
-            moved = group.query(sql, [*db_values(Run, values), *db_values(Run, where)]).rowcount
-            if moved:
-                DjangoAuditLog(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
-                if to == RunStatus.QUEUED:
-                    _announce_queued(tenant_id, run_id)
-        return int(moved) == 1
-    with transaction.atomic(savepoint=False):
-        if _plain(values, where):  # the statement without the ORM building it each time
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    update_sql(Run, tuple(values), tuple(where)),
-                    [*db_values(Run, values), *db_values(Run, where)],
-                )
-                moved = cursor.rowcount
-        else:  # a lookup, NULL or an expression (``F("lease_epoch") + 1``): the ORM's
+    with group.write() if group is not None else transaction.atomic(savepoint=False):
+        if not _plain(values, where):  # a lookup, NULL or an expression (``F("lease_epoch") + 1``)
             moved = Run.objects.filter(**where).update(**values)
+        else:  # the statement without the ORM building it each time
+            sql = update_sql(Run, tuple(values), tuple(where))
+            params = [*db_values(Run, values), *db_values(Run, where)]
+            moved = group.query(sql, params).rowcount if group is not None else _execute(sql, params)
         if moved:
-            DjangoAuditLog().append(tenant_id, actor=actor, kind="run.status", body=body)
+            body = {"run_id": run_id, "status": str(to)}
+            if reason:
+                body["reason"] = reason
+            DjangoAuditLog(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
     return int(moved) == 1
+
+
+def _execute(sql: str, params: list[Any]) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
 
 
 def _plain(values: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
