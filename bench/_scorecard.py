@@ -80,7 +80,9 @@ def _api(label: str) -> Callable[[list[Row]], tuple[float, str] | None]:
         if floor is not None and floor.median:
             text += f"; JSON 404 floor {floor.median:.0f} req/s ({r.median / floor.median:.2f} of it)"
         topology = r.system.split(label)[0].rstrip(": ")
-        return r.median, text + (f"; {topology}" if topology else "")
+        unexpected = r.extra.get("unexpected_responses")
+        text += f"; {topology}" if topology else ""
+        return r.median, text + (f"; {unexpected} unexpected responses, not counted" if unexpected else "")
 
     return read
 

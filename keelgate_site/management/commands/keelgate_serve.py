@@ -5,9 +5,10 @@ Migrates, creates the demo (``keelgate_demo``), then serves the console with Dap
 and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on Ctrl-C.
 
 ``--web-processes N`` starts N Daphne processes on one listening socket that this
-command binds and hands to each (Daphne's ``--fd``); the kernel spreads connections
-between them. One Daphne runs Django's sync views on one thread under one GIL, so a
-process uses about one core: N processes use N (bench 6 measures 1 against 2).
+command binds and hands to each (Daphne's ``--fd``), each taking one new connection per
+turn of its event loop (``keelgate_site.web_process``), so connections go to the freest.
+One Daphne runs Django's sync views on one thread under one GIL, so a process uses
+about one core: N processes use N (bench 6 measures 1 against 2).
 Several processes need ``REDIS_URL`` (one channel layer and one rate-limit count).
 """
 
@@ -26,6 +27,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 DAPHNE_APP = "keelgate_site.asgi:application"
+WEB_PROCESS = "keelgate_site.web_process"
+"""Daphne's command line, accepting one connection per turn: several share a socket evenly."""
 WEB_POOL_SIZE = "8"
 """``KEELGATE_DB_POOL`` of each web process on PostgreSQL unless the environment sets it."""
 
@@ -50,7 +53,7 @@ def daphne_on_socket(
     **popen: Any,
 ) -> list[subprocess.Popen[bytes]]:
     """Start ``processes`` Daphne serving the site on ``sock``, which each inherits."""
-    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *(extra or []), DAPHNE_APP]
+    command = [sys.executable, "-m", WEB_PROCESS, "--fd", str(sock.fileno()), *(extra or []), DAPHNE_APP]
     return [subprocess.Popen(command, env=env, pass_fds=(sock.fileno(),), **popen) for _ in range(processes)]
 
 

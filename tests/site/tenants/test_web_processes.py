@@ -87,6 +87,42 @@ def test_two_daphne_share_one_socket_and_each_serves_it_alone(tmp_path):
         sock.close()
 
 
+_ACCEPTS = """
+import socket, sys, time
+from twisted.internet import protocol, tcp
+if sys.argv[1] == "web_process":
+    from keelgate_site.web_process import accept_one_per_turn
+    accept_one_per_turn()
+built = []
+class Factory(protocol.Factory):
+    def buildProtocol(self, addr):
+        built.append(addr)
+        return protocol.Protocol()
+port = tcp.Port(0, Factory(), interface="127.0.0.1")
+port.startListening()
+clients = [socket.create_connection(("127.0.0.1", port.getHost().port)) for _ in range(5)]
+time.sleep(0.3)  # all five in the listen queue
+for _ in range(3):
+    port.doRead()  # one turn of the event loop with the socket readable
+    print(len(built))
+"""
+
+
+def _accepted_per_turn(variant: str) -> list[int]:
+    """Connections a Twisted listener has accepted after each of three turns, five waiting."""
+    out = subprocess.run(
+        [sys.executable, "-c", _ACCEPTS, variant], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return [int(n) for n in out.stdout.split()]
+
+
+def test_a_web_process_accepts_one_waiting_connection_per_turn():
+    """Five connections wait: a web process takes one per turn of its loop, and leaves the
+    rest to whichever process turns next; Twisted as it ships takes all five at once."""
+    assert _accepted_per_turn("web_process") == [1, 2, 3]
+    assert _accepted_per_turn("twisted") == [5, 5, 5]
+
+
 def test_keelgate_serve_web_processes_starts_n_daphne_and_stops_them_all(tmp_path):
     """``--web-processes 2``: two Daphne children answer on the port; SIGTERM stops every child."""
     probe = listening_socket("127.0.0.1", 0)
@@ -113,7 +149,7 @@ def test_keelgate_serve_web_processes_starts_n_daphne_and_stops_them_all(tmp_pat
         children = subprocess.run(
             ["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True, text=True, check=True
         ).stdout.splitlines()
-        daphnes = [line for line in children if "daphne" in line and "--fd" in line]
+        daphnes = [line for line in children if "keelgate_site.web_process" in line and "--fd" in line]
         assert len(daphnes) == 2, children
         pids = [int(line.split()[0]) for line in children]
         proc.send_signal(signal.SIGTERM)

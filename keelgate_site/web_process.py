@@ -1,0 +1,35 @@
+"""``python -m keelgate_site.web_process``: Daphne, taking one new connection per turn.
+
+Several web processes share one listening socket (``keelgate_serve --web-processes N``).
+Linux wakes every process waiting on it when a connection arrives, and Twisted's
+listener then accepts up to a hundred in a row (more after a full batch), so the first
+process to wake took every connection of a burst: in bench 6, one of two processes held
+all 16 keep-alive connections in five rounds of six while the other idled, and two
+processes served no more than one. Accepting one connection per turn of the event
+loop, a process busy with requests comes back to accept later than an idle one, so new
+connections go to whichever process is freest; a frozen process takes none.
+
+Otherwise this is Daphne's own command line (``python -m daphne``), flags included.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import tcp
+
+
+def accept_one_per_turn() -> None:
+    """Pin every listening port's accept batch (``Port.numberAccepts``) to one connection."""
+    # Port assigns the attribute itself (100, then adapted after each batch): a property
+    # on the class makes those assignments no-ops.
+    tcp.Port.numberAccepts = property(lambda self: 1, lambda self, value: None)  # type: ignore[assignment]
+
+
+def main() -> None:
+    accept_one_per_turn()
+    from daphne.cli import CommandLineInterface  # installs Twisted's asyncio reactor
+
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
