@@ -149,6 +149,9 @@ else:
     KEELGATE_DB_PREPARE = os.environ.get("KEELGATE_DB_PREPARE", "1") != "0"
     _POOL = int(os.environ.get("KEELGATE_DB_POOL", "0"))
     if _POOL > 0:
+        # Django's backend, but the pool checks a lent connection without a query (a
+        # round trip a request): sitekit/postgresql/base.py.
+        DATABASES["default"]["ENGINE"] = "sitekit.postgresql"
         DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses a pool with persistent connections
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": min(2, _POOL),
