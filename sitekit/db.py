@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime
 import functools
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import Field, Model, QuerySet
 
 _M = TypeVar("_M")
+_Model = TypeVar("_Model", bound=Model)
 
 
 def unique_or_none(queryset: QuerySet[Model, _M]) -> _M | None:
@@ -61,6 +63,42 @@ def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
     """``values`` (field name to Python value) as the database takes them, as the ORM
     adapts them for a write (a JSON field's value becomes the driver's JSON wrapper)."""
     return [_field(model, name).get_db_prep_save(value, connection) for name, value in values.items()]
+
+
+def select_columns(model: type[Model]) -> str:
+    """The model's columns, qualified by its table, in the order :func:`model_from_row` reads them."""
+    qn = connection.ops.quote_name
+    table = qn(model._meta.db_table)
+    return ", ".join(f"{table}.{qn(str(field.column))}" for field in model._meta.concrete_fields)
+
+
+def model_from_row(model: type[_Model], row: Sequence[Any]) -> _Model:
+    """An instance loaded from a row of :func:`select_columns`, its values converted as the
+    ORM converts them (JSON text, SQLite's timestamps and booleans): a statement written
+    by hand, sent with others, still answers with a model."""
+    values = list(row)
+    for i, converters, col in _converters(connection.vendor, model):
+        for convert in converters:
+            values[i] = convert(values[i], col, connection)
+    return model.from_db(connection.alias, _attnames(model), values)
+
+
+@functools.cache
+def _attnames(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.attname for field in model._meta.concrete_fields)
+
+
+@functools.cache
+def _converters(vendor: str, model: type[Model]) -> list[tuple[int, list[Any], Any]]:
+    """Per column of :func:`select_columns`, the backend's and the field's converters (as
+    ``SQLCompiler.get_converters`` finds them)."""
+    found = []
+    for i, field in enumerate(model._meta.concrete_fields):
+        col = field.get_col(model._meta.db_table)
+        converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        if converters:
+            found.append((i, converters, col))
+    return found
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 from django.db import connection
 
@@ -56,10 +58,11 @@ def test_a_failure_after_the_engine_saved_rolls_the_whole_decision_back(waiting,
     assert Run.objects.get(run_id="r1").status == RunStatus.QUEUED
 
 
-def test_an_approve_on_postgresql_is_four_messages_with_the_commit_in_the_last(waiting, people):
-    """The lock (after psycopg's own BEGIN), the load, then the save, the inbox row, the
-    decision's audit event and the run's move in one message, and the move's audit event
-    with the COMMIT: no savepoint, no commit of the engine's writes on their own."""
+def test_an_approve_on_postgresql_is_four_round_trips_with_the_commit_in_the_last(waiting, people):
+    """The BEGIN with the lock, the load, then the save, the inbox row, the decision's
+    audit event and the run's move in one message, and the move's audit event with the
+    COMMIT: four round trips (libpq's own trace), no savepoint, no commit of the engine's
+    writes on their own."""
     require_postgres("SQLite runs each statement at once")
     sent: list[str] = []
 
@@ -67,10 +70,19 @@ def test_an_approve_on_postgresql_is_four_messages_with_the_commit_in_the_last(w
         sent.append(expand_prepared(sql))
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(record):
-        approval_decide(tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve")
+    connection.ensure_connection()
+    pg = connection.connection.pgconn
+    with tempfile.TemporaryFile("w+") as trace, connection.execute_wrapper(record):
+        pg.trace(trace.fileno())
+        try:
+            approval_decide(tenant_id="t1", approval_id=waiting.pk, user=people["op"], decision="approve")
+        finally:
+            pg.untrace()
+        trace.seek(0)
+        round_trips = sum(1 for line in trace if "\tB\t" in line and "\tReadyForQuery" in line)
+    assert round_trips == 4, sent
     assert len(sent) == 4, sent
-    assert "FOR UPDATE" in sent[0]
+    assert sent[0].startswith("BEGIN; ") and "FOR UPDATE" in sent[0], sent[0]
     writes = sent[2]
     assert all(table in writes for table in ("runs_checkpoint", "approvals_approval", "runs_run")), writes
     assert not any("SAVEPOINT" in text for text in sent)
@@ -86,3 +98,28 @@ def test_a_commit_group_transaction_cannot_start_inside_a_held_group():
             pass
     finally:
         group.release()
+
+
+def test_the_locked_row_is_the_approval_the_orm_loads(waiting, people):
+    """``_lock_with_role`` reads the row by hand (``sitekit.db.model_from_row``): every field
+    is what the ORM gives, JSON, timestamps and booleans included, on either database."""
+    from django.db.models import JSONField
+
+    from approvals.services import _lock_with_role
+    from tenants.models import Membership
+
+    Approval.objects.filter(pk=waiting.pk).update(votes=[{"by": "x", "note": "é"}], high_impact=True)
+    group = DjangoCommitGroup()
+    with group.transaction():
+        locked = _lock_with_role(group, "t1", waiting.pk, people["op"])
+    assert locked is not None
+    row, held = locked
+    orm = Approval.objects.get(pk=waiting.pk)
+    fields = Approval._meta.concrete_fields
+    assert [getattr(row, f.attname) for f in fields] == [getattr(orm, f.attname) for f in fields]
+    assert any(isinstance(f, JSONField) for f in fields) and row.votes == [{"by": "x", "note": "é"}]
+    assert row.high_impact is True and row.requested_at.tzinfo is not None
+    role = Membership.objects.get(user=people["op"], tenant__slug="t1").role
+    assert held == role and not row._state.adding
+    with group.transaction():
+        assert _lock_with_role(group, "t2", waiting.pk, people["op"]) is None  # another tenant's id
