@@ -13,7 +13,7 @@ request; psycopg_pool's ``max_idle`` and ``max_lifetime`` retire old connections
 
 Django builds its pool with its own ``check`` and takes no other (a ``check`` among the
 pool options is a second value for it), so :class:`DatabaseWrapper` builds the pool as
-Django 5.2 and 6.0 do, with this check.
+Django 5.2's ``pool`` property does, with this check: a change there needs the same here.
 """
 
 from __future__ import annotations

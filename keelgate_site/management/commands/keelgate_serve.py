@@ -6,7 +6,7 @@ and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on C
 
 ``--web-processes N`` starts N Daphne processes on one listening socket that this
 command binds and hands to each (Daphne's ``--fd``), each taking one new connection per
-turn of its event loop (``keelgate_site.web_process``), so connections go to the freest.
+turn of its event loop (``keelgate_site.web_process``), so a burst is shared between them.
 One Daphne runs Django's sync views on one thread under one GIL, so a process uses
 about one core: N processes use N (bench 6 measures 1 against 2).
 Several processes need ``REDIS_URL`` (one channel layer and one rate-limit count).
@@ -28,7 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 DAPHNE_APP = "keelgate_site.asgi:application"
 WEB_PROCESS = "keelgate_site.web_process"
-"""Daphne's command line, accepting one connection per turn: several share a socket evenly."""
+"""Daphne's command line, accepting one connection per turn: several share a socket's connections."""
 WEB_POOL_SIZE = "8"
 """``KEELGATE_DB_POOL`` of each web process on PostgreSQL unless the environment sets it."""
 
