@@ -153,13 +153,17 @@ class Receiver:
                 status = receiver.policy(receiver, n, request)
                 if status is None:
                     return
+                # Recorded before the answer leaves: the sender, and the test after it, may
+                # look as soon as the answer arrives (set after the write, a test read too early).
+                with receiver.lock:
+                    request.answered = status
                 try:
                     self.send_response(status)
                     self.send_header("content-length", "2")
                     self.end_headers()
                     self.wfile.write(b"ok")
                 except OSError:  # the sender gave up (timeout) or died: nothing was taken in
-                    return
-                request.answered = status
+                    with receiver.lock:
+                        request.answered = None
 
         return Handler
