@@ -41,6 +41,12 @@ def _get(port: int, key: str) -> int:
         return int(exc.code)
 
 
+def _dsn() -> str:
+    """The test database's URL, for another process or a connection of its own."""
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit((parts.scheme, parts.netloc, "/" + connection.settings_dict["NAME"], "", ""))
+
+
 def _backends(app: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [app])
@@ -52,13 +58,11 @@ def test_a_pooled_daphne_bounds_its_connections_and_survives_their_death(keys, t
     after pg_terminate_backend of those sessions every request is still 200."""
     require_postgres("the psycopg pool")
     app = f"kg-pool-{uuid.uuid4().hex[:8]}"
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    url = urlunsplit((parts.scheme, parts.netloc, "/" + connection.settings_dict["NAME"], "", ""))
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEELGATE_")}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env.update(
         {
-            "DATABASE_URL": url,
+            "DATABASE_URL": _dsn(),
             "PGAPPNAME": app,  # libpq's default application_name: these sessions, and no others
             "KEELGATE_DB_POOL": "2",
             "KEELGATE_VAR_DIR": str(tmp_path),
@@ -98,11 +102,6 @@ def test_a_pooled_daphne_bounds_its_connections_and_survives_their_death(keys, t
             proc.kill()
             proc.wait()
         sock.close()
-
-
-def _dsn() -> str:
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit((parts.scheme, parts.netloc, "/" + connection.settings_dict["NAME"], "", ""))
 
 
 def test_a_quiet_pooled_connection_is_lent_without_a_round_trip(db, tmp_path):
