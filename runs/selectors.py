@@ -25,16 +25,27 @@ def runs_for(
     q: str | None = None,
 ) -> QuerySet[Run]:
     """Runs of the given tenants, newest first, filtered; ``q`` is found in the run id or the goal."""
-    runs = Run.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-created_at", "-id")
+    filters = run_filters(tenant_ids=tenant_ids, status=status, agent=agent, stop_reason=stop_reason)
+    runs = Run.objects.filter(**filters).order_by("-created_at", "-id")
     if q:
         runs = runs.filter(Q(run_id__icontains=q) | Q(goal__icontains=q))
-    if status:
-        runs = runs.filter(status=status)
-    if agent:
-        runs = runs.filter(agent=agent)
-    if stop_reason:
-        runs = runs.filter(stop_reason=stop_reason)
     return runs
+
+
+def run_filters(
+    *,
+    tenant_ids: Iterable[str],
+    status: str | None = None,
+    agent: str | None = None,
+    stop_reason: str | None = None,
+) -> dict[str, Any]:
+    """:func:`runs_for`'s filters as ``filter()`` keywords, which the API's list also sends
+    by hand (``sitekit.db.keyset_values``): one definition of what a filter matches."""
+    filters: dict[str, Any] = {"tenant_id__in": list(tenant_ids)}
+    for name, value in (("status", status), ("agent", agent), ("stop_reason", stop_reason)):
+        if value:
+            filters[name] = value
+    return filters
 
 
 def run_get(*, tenant_ids: Iterable[str], run_id: str, tenant_id: str | None = None) -> Run:

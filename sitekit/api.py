@@ -13,12 +13,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import pydantic_core
-from django.db.models import Q, QuerySet
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest
 from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
+from sitekit.db import keyset_values
 from sitekit.errors import InvalidCursorError
 
 __all__ = [
@@ -162,7 +163,27 @@ def keyset_page(
         rows = rows.filter(
             Q(**{f"{field}__lte": at}), Q(**{f"{field}__lt": at}) | Q(**{field: at, "id__lt": pk})
         )
-    page = list(rows[: limit + 1])
+    return _page_and_cursor(list(rows[: limit + 1]), field, limit)
+
+
+def keyset_values_page(
+    model: type[Model],
+    columns: tuple[str, ...],
+    filters: dict[str, Any],
+    *,
+    field: str,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """:func:`keyset_page` of ``model.objects.filter(**filters).values(*columns)``, from a
+    statement written once per shape (:func:`sitekit.db.keyset_values`): for the hot lists."""
+    after = _cursor_decode(cursor) if cursor else None
+    rows = keyset_values(model, columns, filters, field=field, after=after, limit=limit + 1)
+    return _page_and_cursor(rows, field, limit)
+
+
+def _page_and_cursor(page: list[Any], field: str, limit: int) -> tuple[list[Any], str | None]:
+    """The first ``limit`` of ``limit + 1`` rows read, and the cursor after them if there are more."""
     if len(page) <= limit:
         return page, None
     last = page[limit - 1]

@@ -65,6 +65,69 @@ def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
     return [_field(model, name).get_db_prep_save(value, connection) for name, value in values.items()]
 
 
+def keyset_values(
+    model: type[Model],
+    columns: tuple[str, ...],
+    filters: dict[str, Any],
+    *,
+    field: str,
+    after: tuple[datetime.datetime, int] | None,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """What ``model.objects.filter(**filters).order_by(f"-{field}", "-id").values(*columns)``
+    gives (``after`` continuing a keyset page, ``limit`` rows), from a statement built once
+    per shape.
+
+    ``filters`` holds ``name: value`` (equal) and ``name__in: values`` (one of). The
+    hottest list of the API: building and compiling the queryset, and Django's row
+    iteration, were three quarters of the list's database CPU.
+    """
+    names = tuple(filters)
+    sizes = tuple(len(v) if name.endswith("__in") else 0 for name, v in filters.items())
+    if 0 in (size for name, size in zip(names, sizes, strict=True) if name.endswith("__in")):
+        return []  # ``IN ()``: the ORM answers nothing without asking
+    sql = _keyset_sql(connection.vendor, model, columns, names, sizes, field, after is not None)
+    params: list[Any] = []
+    for name, value in filters.items():
+        target = _field(model, name.removesuffix("__in"))
+        for v in value if name.endswith("__in") else [value]:
+            params.append(target.get_db_prep_value(v, connection))
+    if after is not None:
+        at = _field(model, field).get_db_prep_value(after[0], connection)
+        params += [at, at, at, after[1]]
+    params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    converters = _column_converters(connection.vendor, model, columns)
+    return [dict(zip(columns, _converted(list(row), converters), strict=True)) for row in rows]
+
+
+@functools.cache
+def _keyset_sql(
+    vendor: str,
+    model: type[Model],
+    columns: tuple[str, ...],
+    names: tuple[str, ...],
+    sizes: tuple[int, ...],
+    field: str,
+    after: bool,
+) -> str:
+    qn = connection.ops.quote_name
+    conditions = []
+    for name, size in zip(names, sizes, strict=True):
+        column = qn(_column(model, name.removesuffix("__in")))
+        conditions.append(f"{column} IN ({', '.join(['%s'] * size)})" if size else f"{column} = %s")
+    at, pk = qn(_column(model, field)), qn(_column(model, "pk"))
+    if after:  # the first condition is implied by the second; it lets the index start at the cursor
+        conditions.append(f"{at} <= %s AND ({at} < %s OR ({at} = %s AND {pk} < %s))")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return (
+        f"SELECT {', '.join(qn(_column(model, c)) for c in columns)} FROM {qn(model._meta.db_table)}"
+        f"{where} ORDER BY {at} DESC, {pk} DESC LIMIT %s"
+    )
+
+
 def select_columns(model: type[Model]) -> str:
     """The model's columns, qualified by its table, in the order :func:`model_from_row` reads them."""
     qn = connection.ops.quote_name
@@ -76,11 +139,15 @@ def model_from_row(model: type[_Model], row: Sequence[Any]) -> _Model:
     """An instance loaded from a row of :func:`select_columns`, its values converted as the
     ORM converts them (JSON text, SQLite's timestamps and booleans): a statement written
     by hand, sent with others, still answers with a model."""
-    values = list(row)
-    for i, converters, col in _converters(connection.vendor, model):
-        for convert in converters:
-            values[i] = convert(values[i], col, connection)
+    values = _converted(list(row), _column_converters(connection.vendor, model, _names(model)))
     return model.from_db(connection.alias, _attnames(model), values)
+
+
+def _converted(values: list[Any], converters: list[tuple[int, list[Any], Any]]) -> list[Any]:
+    for i, convert, col in converters:
+        for fn in convert:
+            values[i] = fn(values[i], col, connection)
+    return values
 
 
 @functools.cache
@@ -89,12 +156,19 @@ def _attnames(model: type[Model]) -> tuple[str, ...]:
 
 
 @functools.cache
-def _converters(vendor: str, model: type[Model]) -> list[tuple[int, list[Any], Any]]:
-    """Per column of :func:`select_columns`, the backend's and the field's converters (as
+def _names(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.name for field in model._meta.concrete_fields)
+
+
+@functools.cache
+def _column_converters(
+    vendor: str, model: type[Model], columns: tuple[str, ...]
+) -> list[tuple[int, list[Any], Any]]:
+    """Per column named in ``columns``, the backend's and the field's converters (as
     ``SQLCompiler.get_converters`` finds them)."""
     found = []
-    for i, field in enumerate(model._meta.concrete_fields):
-        col = field.get_col(model._meta.db_table)
+    for i, name in enumerate(columns):
+        col = _field(model, name).get_col(model._meta.db_table)
         converters = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
         if converters:
             found.append((i, converters, col))
