@@ -23,8 +23,11 @@ Every trial also measures where the machine's two cores went, from ``/proc``: CP
 seconds of the active workers, of PostgreSQL (this database's backends and the
 server's background processes), of this process (it prepares nothing while the clock
 runs; it polls for the end), and of everything else (other people's tests, other
-databases' backends). A round is *quiet* when everything else used under a quarter of
-a core in both of its trials; the ratio over quiet rounds is printed beside the rest. PostgreSQL
+databases' backends, kernel threads), and of what the hypervisor stole for other guests
+(``steal`` in ``/proc/stat``, counted apart: some one-process trials ran a third slower
+while "other" held 0.4 of a core, and steal was inside "other" then). A round is *quiet*
+when everything else and the steal together used under a quarter of a core in both of
+its trials; the ratio over quiet rounds is printed beside the rest. PostgreSQL
 runs on the same cores, so two workers cannot reach 2x unless one worker leaves a core
 idle: the *ceiling* printed is ``cores / (CPU seconds per run with one worker, workers,
 PostgreSQL and this process together)`` runs/s, over the one-process throughput.
@@ -156,6 +159,7 @@ class CpuSample:
             fields = [int(v) for v in f.readline().split()[1:]]
         # user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
         self.machine = (sum(fields[:8]) - fields[3] - fields[4]) / self.TICK
+        self.steal = fields[7] / self.TICK  # the hypervisor gave the core to another guest
 
     def since(self, before: CpuSample) -> dict[str, float]:
         """Cores busy on average between ``before`` and this sample, per group."""
@@ -169,8 +173,10 @@ class CpuSample:
             "postgres": delta(self.postgres, before.postgres) / wall,
             "bench": (self.me - before.me) / wall,
             "machine": (self.machine - before.machine) / wall,
+            "steal": (self.steal - before.steal) / wall,
         }
-        got["other"] = max(0.0, got["machine"] - got["workers"] - got["postgres"] - got["bench"])
+        mine = got["workers"] + got["postgres"] + got["bench"] + got["steal"]
+        got["other"] = max(0.0, got["machine"] - mine)
         return got
 
 
@@ -324,7 +330,8 @@ def trial(
     progress(
         f"{BENCH}: {n} process(es): {batch} runs in {elapsed:.2f}s = {batch / elapsed:.1f} runs/s "
         f"(prepared in {start - t0:.1f}s); cores busy: workers {cores['workers']:.2f}, "
-        f"postgres {cores['postgres']:.2f}, bench {cores['bench']:.2f}, other {cores['other']:.2f} "
+        f"postgres {cores['postgres']:.2f}, bench {cores['bench']:.2f}, other {cores['other']:.2f}, "
+        f"stolen by the hypervisor {cores['steal']:.2f} "
         f"(machine {cores['machine']:.2f} of {os.cpu_count()})"
     )
     sampled = sum(waits.values()) or 1
@@ -377,12 +384,14 @@ def run() -> list[Row]:
         quiet = [
             r
             for r, c, b in zip(ratios, cores[n], cores[1], strict=True)
-            if max(c["other"], b["other"]) < QUIET_CORES
+            if max(c["other"] + c["steal"], b["other"] + b["steal"]) < QUIET_CORES
         ]
         quiet_note = (
             f"quiet rounds {len(quiet)}: median {median(quiet):.2f}x; " if quiet else "no quiet round; "
         )
-        used = {k: median([c[k] for c in cores[n]]) for k in ("workers", "postgres", "bench", "other")}
+        used = {
+            k: median([c[k] for c in cores[n]]) for k in ("workers", "postgres", "bench", "other", "steal")
+        }
         note = (
             f"per-round ratio median {median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x "
             f"over {rounds} rounds; {quiet_note}"
@@ -391,7 +400,7 @@ def run() -> list[Row]:
             f"{ceiling:.2f}x for 2 processes; "
         ) + (
             f"cores busy: workers {used['workers']:.2f}, postgres {used['postgres']:.2f}, "
-            f"bench {used['bench']:.2f}, other {used['other']:.2f}"
+            f"bench {used['bench']:.2f}, other {used['other']:.2f}, stolen {used['steal']:.2f}"
         )
         rows.append(
             Row(
