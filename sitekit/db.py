@@ -78,13 +78,13 @@ def keyset_values(
     gives (``after`` continuing a keyset page, ``limit`` rows), from a statement built once
     per shape.
 
-    ``filters`` holds ``name: value`` (equal) and ``name__in: values`` (one of). The
+    ``filters`` holds ``name: value`` (equal) and ``name__in: values`` (one of). For the
     hottest list of the API: building and compiling the queryset, and Django's row
-    iteration, were three quarters of the list's database CPU.
+    iteration, were about four fifths of reading a page of 50 runs (1.9 of 2.4 ms).
     """
     names = tuple(filters)
-    sizes = tuple(len(v) if name.endswith("__in") else 0 for name, v in filters.items())
-    if 0 in (size for name, size in zip(names, sizes, strict=True) if name.endswith("__in")):
+    sizes = tuple(len(v) if name.endswith("__in") else None for name, v in filters.items())
+    if 0 in sizes:
         return []  # ``IN ()``: the ORM answers nothing without asking
     sql = _keyset_sql(connection.vendor, model, columns, names, sizes, field, after is not None)
     params: list[Any] = []
@@ -109,7 +109,7 @@ def _keyset_sql(
     model: type[Model],
     columns: tuple[str, ...],
     names: tuple[str, ...],
-    sizes: tuple[int, ...],
+    sizes: tuple[int | None, ...],
     field: str,
     after: bool,
 ) -> str:
@@ -117,7 +117,7 @@ def _keyset_sql(
     conditions = []
     for name, size in zip(names, sizes, strict=True):
         column = qn(_column(model, name.removesuffix("__in")))
-        conditions.append(f"{column} IN ({', '.join(['%s'] * size)})" if size else f"{column} = %s")
+        conditions.append(f"{column} = %s" if size is None else f"{column} IN ({', '.join(['%s'] * size)})")
     at, pk = qn(_column(model, field)), qn(_column(model, "pk"))
     if after:  # the first condition is implied by the second; it lets the index start at the cursor
         conditions.append(f"{at} <= %s AND ({at} < %s OR ({at} = %s AND {pk} < %s))")
