@@ -113,25 +113,37 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
 
 
 def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]], send: Send) -> None:
+    """A held row is compared here; any other is written by two sent statements that need
+    no answer: an insert that leaves an existing row alone, then an update that matches
+    the row only where a field differs.
+
+    So a save reads nothing from the inbox (on PostgreSQL its rows go in the message that
+    saves the checkpoint, with no round trip of their own), and an unchanged row is
+    neither rewritten nor locked: the update's condition is false on it, so it does not
+    wait for, or hold up, a decision that has that row locked.
+    """
     held = _HELD.get()
-    existing = {}
-    if held is not None and (held.tenant_id, held.run_id) == (state.tenant_id, state.run_id):
-        existing[held.action_id] = held
-    unknown = [action_id for action_id in wanted if action_id not in existing]
-    if unknown:
-        rows = Approval.objects.filter(tenant_id=state.tenant_id, run_id=state.run_id, action_id__in=unknown)
-        existing.update((row.action_id, row) for row in rows)
     for action_id, fields in wanted.items():
-        row = existing.get(action_id)
-        if row is None:
-            values = {"tenant_id": state.tenant_id, "run_id": state.run_id, "action_id": action_id, **fields}
-            send(insert_sql(Approval, tuple(values)), db_values(Approval, values))
+        if held is not None and (held.tenant_id, held.run_id, held.action_id) == (
+            state.tenant_id,
+            state.run_id,
+            action_id,
+        ):
+            changed = {name: value for name, value in fields.items() if getattr(held, name) != value}
+            if changed:
+                send(update_sql(Approval, tuple(changed), ("id",)), [*db_values(Approval, changed), held.pk])
+                for name, value in changed.items():  # a held row stays what is stored
+                    setattr(held, name, value)
             continue
-        changed = {name: value for name, value in fields.items() if getattr(row, name) != value}
-        if changed:
-            send(update_sql(Approval, tuple(changed), ("id",)), [*db_values(Approval, changed), row.pk])
-            for name, value in changed.items():  # a held row stays what is stored
-                setattr(row, name, value)
+        key = {"tenant_id": state.tenant_id, "run_id": state.run_id, "action_id": action_id}
+        names = tuple(fields)
+        values = db_values(Approval, fields)
+        send(insert_sql(Approval, (*key, *names), _KEEP_EXISTING), [*key.values(), *values])
+        send(update_sql(Approval, names, tuple(key), if_changed=True), [*values, *key.values(), *values])
+
+
+_KEEP_EXISTING = ' ON CONFLICT ("tenant_id", "run_id", "action_id") DO NOTHING'
+"""An approval's row exists once per action (``approval_per_action``): inserted once."""
 
 
 def _sync_unknowns(state: LoopState, actions: dict[str, PlannedAction]) -> None:

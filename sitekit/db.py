@@ -43,20 +43,32 @@ def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail:
     )
 
 
-def update_sql(model: type[Model], columns: tuple[str, ...], where: tuple[str, ...]) -> str:
+def update_sql(
+    model: type[Model], columns: tuple[str, ...], where: tuple[str, ...], *, if_changed: bool = False
+) -> str:
     """``UPDATE <table> SET <column> = %s, .. WHERE <column> = %s AND ..``, built once per shape.
 
     Names are field names (or ``pk``); :func:`db_values` adapts the values in the same order.
+    ``if_changed`` adds ``AND (<columns>) IS DISTINCT FROM (%s, ..)`` (SQLite: ``IS NOT``),
+    taking the set values a second time: a row already so is neither rewritten nor
+    locked, and a row another transaction has locked is not waited for.
     """
-    return _update_sql(connection.vendor, model, columns, where)
+    return _update_sql(connection.vendor, model, columns, where, if_changed)
 
 
 @functools.cache
-def _update_sql(vendor: str, model: type[Model], columns: tuple[str, ...], where: tuple[str, ...]) -> str:
+def _update_sql(
+    vendor: str, model: type[Model], columns: tuple[str, ...], where: tuple[str, ...], if_changed: bool
+) -> str:
     qn = connection.ops.quote_name
     sets = ", ".join(f"{qn(_column(model, name))} = %s" for name in columns)
     conditions = " AND ".join(f"{qn(_column(model, name))} = %s" for name in where)
-    return f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
+    sql = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
+    if not if_changed:
+        return sql
+    distinct = "IS DISTINCT FROM" if vendor == "postgresql" else "IS NOT"  # SQLite compares row values so
+    names = ", ".join(qn(_column(model, name)) for name in columns)
+    return f"{sql} AND ({names}) {distinct} ({', '.join(['%s'] * len(columns))})"
 
 
 def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
