@@ -28,6 +28,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "1": ("bench.step_sqlite", "durable step cost, SQLite"),
     "2": ("bench.step_postgres", "durable step cost, PostgreSQL"),
     "3": ("bench.workers", "worker throughput, PostgreSQL"),
+    "3b": ("bench.step_processes", "the step in 1 and 2 processes, PostgreSQL"),
     "4": ("bench.audit_chain", "audit chain appends and verification"),
     "5": ("bench.live", "live inbox latency"),
     "6": ("bench.api_load", "API throughput"),

@@ -109,7 +109,11 @@ def _scaling(rows: list[Row]) -> tuple[float, str] | None:
         value = float(str(scaling).rstrip("x"))
         return value, f"{value:.2f}x (1 → 2 processes)"
     value = median(ratios)
-    return value, f"{value:.2f}x, median of {len(ratios)} rounds (1 → 2 processes; medians' ratio {scaling})"
+    text = f"{value:.2f}x, median of {len(ratios)} rounds (1 → 2 processes; medians' ratio {scaling})"
+    baseline = _row(rows, "3b.", "LangGraph")
+    if baseline is not None and baseline.ratio is not None:
+        text += f"; the machine's baseline, LangGraph's step in 1 → 2 processes (3b): {baseline.ratio:.2f}x"
+    return value, text
 
 
 def _live_p99(rows: list[Row]) -> tuple[float, str] | None:
