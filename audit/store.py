@@ -81,7 +81,7 @@ class DjangoAuditLog:
         keep it. Otherwise, or once the head is known, this is :meth:`append`.
         """
         group = self.commit_group
-        if group is None or connection.vendor != "postgresql":
+        if group is None or group.vendor != "postgresql":
             self.append(tenant_id, actor=actor, kind=kind, body=body)
             return
         encoded = encode_body(body)

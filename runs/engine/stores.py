@@ -57,10 +57,10 @@ class DjangoCheckpointStore:
 
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
-        save = _Save.of(self.codec, state)  # the loop changes ``state`` after this
         group = self.commit_group
+        save = _Save.of(self.codec, state, group.vendor)  # the loop changes ``state`` after this
         with group.write():
-            if connection.vendor == "postgresql":
+            if group.vendor == "postgresql":
                 # Projection and insert in one statement, sent with the next round trip.
                 params = [*_project_params(state), *save.row, *save.guard_params()]
                 if group.fence is not None and group.owns_transaction:
@@ -146,10 +146,10 @@ class _Save:
     """The insert's parameters, in ``_CHECKPOINT_COLUMNS`` order."""
 
     @classmethod
-    def of(cls, codec: CheckpointCodec, state: LoopState) -> _Save:
+    def of(cls, codec: CheckpointCodec, state: LoopState, vendor: str) -> _Save:
         text = state.to_json()
         encoded = codec.encode(state.tenant_id, state.run_id, state.seq, text)
-        return cls(codec, text, encoded, _insert_params(state, encoded.data, encoded.base_seq))
+        return cls(codec, text, encoded, _insert_params(state, encoded.data, encoded.base_seq, vendor))
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -181,7 +181,7 @@ class _Save:
         return StaleCheckpointError(detail)
 
 
-def _insert_params(state: LoopState, data: bytes, base_seq: int | None) -> list[Any]:
+def _insert_params(state: LoopState, data: bytes, base_seq: int | None, vendor: str) -> list[Any]:
     return [
         state.tenant_id,
         state.run_id,
@@ -191,8 +191,14 @@ def _insert_params(state: LoopState, data: bytes, base_seq: int | None) -> list[
         "",
         data,
         base_seq,
-        connection.ops.adapt_datetimefield_value(timezone.now()),
+        _saved_at(vendor),
     ]
+
+
+def _saved_at(vendor: str) -> Any:
+    """Now, as the database takes it: PostgreSQL's driver takes the datetime itself."""
+    now = timezone.now()
+    return now if vendor == "postgresql" else connection.ops.adapt_datetimefield_value(now)
 
 
 def _insert(save: _Save) -> None:
