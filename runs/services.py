@@ -2,17 +2,19 @@
 
 This module is the one writer of ``Run.status``: every move between statuses is one
 conditional UPDATE with its ``run.status`` audit event in the same transaction
-(:func:`run_move`), so the chain says who moved which run where, and why. Starting and
+(:func:`run_move`; a worker's claim, which also picks the run, :func:`run_claim`), so the
+chain says who moved which run where, and why. Starting and
 resuming a run are moves too, audited as ``run.requested`` and ``run.resumed``. A run
 that becomes runnable is announced on ``runs.signals.run_queued`` after the commit.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -26,7 +28,7 @@ from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
-from sitekit.db import db_values, unique_or_none, update_sql
+from sitekit.db import converted_row, db_values, quoted_column, unique_or_none, update_sql
 from sitekit.errors import NotFoundError, NotResumableError
 from tenants.access import require_role
 from tenants.models import Role
@@ -85,6 +87,59 @@ def run_move(
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
     return int(moved) == 1
+
+
+def run_claim(
+    *, owner: str, lease_seconds: float, columns: tuple[str, ...], group: Any
+) -> dict[str, Any] | None:
+    """Move the oldest runnable run (queued, or running under an expired lease) to RUNNING
+    for ``owner``, bumping its lease epoch; its ``columns`` as moved, or None.
+
+    One statement picks and moves the run (on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so
+    workers claiming at once take different runs; on SQLite the IMMEDIATE transaction
+    holds the write lock), sent by ``group`` (a ``DjangoCommitGroup`` whose transaction
+    is open) with its ``BEGIN``; the ``run.status`` audit event goes with the commit.
+    The ORM built the pick and the move as two statements, each built anew at every claim.
+    """
+    now = timezone.now()
+    lease_until = now + timedelta(seconds=lease_seconds)
+    sets = dict(zip(_CLAIM_SETS, (RunStatus.RUNNING, now, owner, lease_until), strict=True))
+    params = [
+        *db_values(Run, sets),
+        RunStatus.QUEUED,
+        RunStatus.RUNNING,
+        *db_values(Run, {"updated_at": now}),
+    ]
+    rows = group.query(_claim_sql(connection.vendor, columns), params).rows
+    if not rows:
+        return None
+    claimed = converted_row(Run, columns, rows[0])
+    body = {"run_id": claimed["run_id"], "status": str(RunStatus.RUNNING), "reason": "claimed"}
+    DjangoAuditLog(group=group).record(claimed["tenant_id"], actor=owner, kind="run.status", body=body)
+    return claimed
+
+
+_CLAIM_SETS = ("status", "updated_at", "lease_owner", "lease_expires_at")
+
+
+@functools.cache
+def _claim_sql(vendor: str, columns: tuple[str, ...]) -> str:
+    qn = connection.ops.quote_name
+    table = qn(Run._meta.db_table)
+
+    def col(name: str) -> str:
+        return quoted_column(Run, name)
+
+    lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
+    sets = ", ".join(f"{col(n)} = %s" for n in _CLAIM_SETS)
+    return (
+        f"UPDATE {table} SET {sets}, {col('lease_epoch')} = {col('lease_epoch')} + 1,"
+        f" {col('attempts')} = {col('attempts')} + 1"
+        f" WHERE {col('id')} = (SELECT {col('id')} FROM {table}"
+        f" WHERE {col('status')} = %s OR ({col('status')} = %s AND {col('lease_expires_at')} < %s)"
+        f" ORDER BY {col('updated_at')}, {col('id')} LIMIT 1{lock})"
+        f" RETURNING {', '.join(col(n) for n in columns)}"
+    )
 
 
 def _execute(sql: str, params: list[Any]) -> int:

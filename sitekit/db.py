@@ -155,6 +155,13 @@ def model_from_row(model: type[_Model], row: Sequence[Any]) -> _Model:
     return model.from_db(connection.alias, _attnames(model), values)
 
 
+def converted_row(model: type[Model], columns: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+    """A row of ``columns`` (field names) from a statement written by hand, as the ORM's
+    ``values()`` gives it: each value converted by the backend's and the field's converters."""
+    values = _converted(list(row), _column_converters(connection.vendor, model, columns))
+    return dict(zip(columns, values, strict=True))
+
+
 def _converted(values: list[Any], converters: list[tuple[int, list[Any], Any]]) -> list[Any]:
     for i, convert, col in converters:
         for fn in convert:
@@ -191,6 +198,11 @@ def _field(model: type[Model], name: str) -> Field[Any, Any]:
     field = model._meta.pk if name == "pk" else model._meta.get_field(name)
     assert isinstance(field, Field) and field.column, f"{model.__name__}.{name} is not a column"
     return field
+
+
+def quoted_column(model: type[Model], name: str) -> str:
+    """The column of field ``name`` (or ``pk``), quoted, for a statement written by hand."""
+    return str(connection.ops.quote_name(_column(model, name)))
 
 
 def _column(model: type[Model], name: str) -> str:

@@ -30,26 +30,36 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, close_old_connections, connection, transaction
-from django.db.models import F, Q
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
 from keelgate.loop import Loop, LoopLimits, LoopResult, StopConditions, StopReason
 from runs.agents import is_graph, load_agent
+from runs.engine.commits import DjangoCommitGroup
 from runs.engine.fencing import Fence
 from runs.engine.loops import build_loop
 from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
-from runs.services import run_move, status_after_stop
+from runs.services import run_claim, run_move, status_after_stop
 from runs.signals import worker_idle
 from sitekit import metrics
 from sitekit.logs import log_context
 
 log = logging.getLogger("keelgate.worker")
 
-_CLAIMED = ("tenant_id", "run_id", "agent", "goal", "lease_epoch", "trace_id", "as_of", "pending_limits")
-"""The columns a claim reads: what driving the run needs (and the pk, always)."""
+_CLAIMED = (
+    "id",
+    "tenant_id",
+    "run_id",
+    "agent",
+    "goal",
+    "lease_epoch",
+    "trace_id",
+    "as_of",
+    "pending_limits",
+)
+"""The columns a claim answers with, as moved (the epoch already bumped): what driving the run needs."""
 
 
 @dataclass(frozen=True)
@@ -89,44 +99,23 @@ class Worker:
     # -- claiming ---------------------------------------------------------------
 
     def claim(self) -> Claim | None:
-        """Take one runnable run (queued, or running under an expired lease)."""
-        now = timezone.now()
-        with transaction.atomic():
-            runnable = Run.objects.filter(
-                Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
-            ).order_by("updated_at", "id")
-            if connection.vendor == "postgresql":
-                runnable = runnable.select_for_update(skip_locked=True)
-            run = runnable.only(*_CLAIMED).first()
-            if run is None:
-                return None
-            # Moved only from the epoch read here (the row is locked on PostgreSQL; on
-            # SQLite the IMMEDIATE transaction holds the write lock), so the new epoch is
-            # that one plus one without reading the row again.
-            moved = run_move(
-                tenant_id=run.tenant_id,
-                run_id=run.run_id,
-                to=RunStatus.RUNNING,
-                actor=self.owner,
-                reason="claimed",
-                expect={"pk": run.pk, "lease_epoch": run.lease_epoch},
-                lease_owner=self.owner,
-                lease_expires_at=now + timedelta(seconds=self.lease_seconds),
-                lease_epoch=F("lease_epoch") + 1,
-                attempts=F("attempts") + 1,
-            )
-            if not moved:
-                return None
+        """Take one runnable run (queued, or running under an expired lease): two round
+        trips on PostgreSQL, the claim with its ``BEGIN``, then its audit event with the commit."""
+        group = DjangoCommitGroup()
+        with group.transaction():
+            row = run_claim(owner=self.owner, lease_seconds=self.lease_seconds, columns=_CLAIMED, group=group)
+        if row is None:
+            return None
         return Claim(
-            pk=run.pk,
-            tenant_id=run.tenant_id,
-            run_id=run.run_id,
-            agent=run.agent,
-            goal=run.goal,
-            epoch=run.lease_epoch + 1,
-            as_of=run.as_of,
-            trace_id=run.trace_id,
-            pending_limits=run.pending_limits,
+            pk=row["id"],
+            tenant_id=row["tenant_id"],
+            run_id=row["run_id"],
+            agent=row["agent"],
+            goal=row["goal"],
+            epoch=row["lease_epoch"],
+            as_of=row["as_of"],
+            trace_id=row["trace_id"],
+            pending_limits=row["pending_limits"],
         )
 
     def renew(self, claim: Claim) -> bool:
@@ -137,21 +126,28 @@ class Worker:
     def release(
         self, claim: Claim, status: str, *, reason: str = "", seq: int | None = None, **fields: object
     ) -> bool:
-        """Give the run back with its new status, only if the lease is still ours (and at ``seq``)."""
+        """Give the run back with its new status, only if the lease is still ours (and at ``seq``).
+
+        On a commit group of its own, as the claim: on PostgreSQL the move with its
+        ``BEGIN``, then its audit event with the ``COMMIT``, two round trips for four.
+        """
         expect: dict[str, object] = {"pk": claim.pk, "lease_epoch": claim.epoch}
         if seq is not None:
             expect["seq"] = seq
-        return run_move(
-            tenant_id=claim.tenant_id,
-            run_id=claim.run_id,
-            to=status,
-            actor=self.owner,
-            reason=reason,
-            expect=expect,
-            lease_owner="",
-            lease_expires_at=None,
-            **fields,
-        )
+        group = DjangoCommitGroup()
+        with group.transaction():
+            return run_move(
+                tenant_id=claim.tenant_id,
+                run_id=claim.run_id,
+                to=status,
+                actor=self.owner,
+                reason=reason,
+                expect=expect,
+                group=group,
+                lease_owner="",
+                lease_expires_at=None,
+                **fields,
+            )
 
     def _release_waiting(self, claim: Claim, seq: int, reason: str) -> bool:
         """WAITING only if no decision saved a newer checkpoint since our stop.
