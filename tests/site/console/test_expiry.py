@@ -8,7 +8,6 @@ the past (a newer checkpoint, projected like any other), never by sleeping.
 from __future__ import annotations
 
 import json
-import threading
 from datetime import timedelta
 
 import pytest
@@ -27,6 +26,7 @@ from runs.models import Run, RunStatus
 from runs.signals import worker_idle
 from tenants.api_keys import api_key_create
 from tenants.models import Tenant
+from tests.site._threads import all_returned, at_once
 from tests.site.api.conftest import Api
 
 from .conftest import drain
@@ -233,29 +233,11 @@ def test_the_audit_page_says_what_the_deadlines_did(waiting, as_user):
 @pytest.mark.parametrize("sweep", ["warn", "expire"])
 def test_sweepers_at_the_same_instant_act_once(waiting, sweep):
     """Four workers sweep together: one warning, or one escalation, in the chain; none fails."""
-    from django.db import connection
 
     approval = warn_window(waiting) if sweep == "warn" else shift(waiting, timedelta(hours=4, minutes=1))
     swept = approvals_warn if sweep == "warn" else approvals_expire
-    barrier = threading.Barrier(4)
-    counts: list[int] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            barrier.wait(timeout=30)
-            counts.append(swept())
-        except BaseException as exc:  # any failure of a sweeper fails the test below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert errors == [] and sorted(counts) == [0, 0, 0, 1]
+    counts = all_returned(at_once([swept] * 4))
+    assert sorted(counts) == [0, 0, 0, 1]
     kind = "approval.expiring" if sweep == "warn" else "approval.escalated"
     assert len(chain(kind)) == 1
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING

@@ -6,18 +6,17 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from notifications.emails import send_due, send_queued
 from notifications.models import EmailBatch, EmailBatchOutcome, EmailCursor
 from tenants.models import Role
+from tests.site._threads import all_returned, at_once
 from tests.site.notifications.mail import CONSOLE, free_port, member, smtp, waiting_approvals
 
 __all__ = ["smtp"]  # the fixture, imported to be used
@@ -102,26 +101,8 @@ def test_passes_at_once_send_each_person_one_message(smtp):
     smtp.received.clear()
     waiting_approvals("t9", 20)
     waiting_approvals("t8", 5, prefix="other")
-    start = threading.Barrier(4)
-    sent: list[int] = []
-    errors: list[BaseException] = []
+    sent = all_returned(at_once([send_due] * 4))
 
-    def run() -> None:
-        try:
-            start.wait()
-            sent.append(send_due())
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-
-    assert errors == []
     assert sum(sent) == 3
     assert smtp.recipients() == [f"{name}@example.test" for name in people]
     (alice,) = smtp.to("alice@example.test")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import tempfile
-import threading
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from audit.store import DjangoAuditLog
@@ -15,6 +14,7 @@ from keelgate.audit import verify
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
+from tests.site._threads import all_returned, at_once
 from tests.site.runs._batch import require_postgres
 
 
@@ -143,26 +143,7 @@ def test_workers_claiming_at_once_take_different_runs(operator):
     require_postgres("SKIP LOCKED: SQLite serialises writers on its file lock")
     run_ids = [f"t{i}" for i in range(8)]
     _queued(operator, *run_ids)
-    start = threading.Barrier(8)
-    claimed: list[str] = []
-    errors: list[BaseException] = []
-
-    def claim() -> None:
-        try:
-            start.wait()
-            got = Worker(lease_seconds=30).claim()
-            if got is not None:
-                claimed.append(got.run_id)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=claim) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    claims = all_returned(at_once([Worker(lease_seconds=30).claim for _ in range(8)]))
+    claimed = [c.run_id for c in claims if c is not None]
     assert sorted(claimed) == sorted(run_ids)
     assert set(Run.objects.values_list("lease_epoch", flat=True)) == {1}

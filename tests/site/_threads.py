@@ -1,0 +1,43 @@
+"""Racing callers: several threads released at the same instant, as several people or processes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from django.db import connections
+
+T = TypeVar("T")
+
+
+def at_once(calls: Sequence[Callable[[], T]], *, timeout: float = 60) -> list[T | BaseException]:
+    """Run each call in a thread of its own, all released by one barrier; in the calls'
+    order, what each returned or the exception it raised (judged by the test, never lost
+    in its thread). Each thread closes its own database connections when done."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[T | BaseException] = [RuntimeError("did not finish in time")] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            outcomes[i] = calls[i]()
+        except BaseException as exc:
+            outcomes[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return outcomes
+
+
+def all_returned(outcomes: Sequence[T | BaseException]) -> list[T]:
+    """The outcomes of :func:`at_once`, raising the first exception among them."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return list(outcomes)  # type: ignore[arg-type]
