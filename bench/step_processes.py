@@ -137,11 +137,10 @@ def run() -> list[Row]:
         )
         progress(f"{BENCH}: round {r + 1}/{rounds}: {summary}")
     rows = []
-    scaling = {}
     for system in SYSTEMS:
         one, two = rates[(system, 1)], rates[(system, 2)]
         per_round = [b / a for a, b in zip(one, two, strict=True)]
-        scaling[system] = median(per_round)
+        scaling = median(per_round)
         rows.append(
             Row(
                 BENCH,
@@ -151,10 +150,10 @@ def run() -> list[Row]:
                 "steps/s",
                 median(two),
                 two,
-                ratio=scaling[system],
+                ratio=scaling,
                 ratio_to="vs 1 process, per-round median",
                 extra={
-                    "scaling": f"{scaling[system]:.2f}x",
+                    "scaling": f"{scaling:.2f}x",
                     "one_process": median(one),
                     "round_ratios": per_round,
                     "seconds_per_trial": _seconds(),

@@ -28,7 +28,7 @@ from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
-from sitekit.db import converted_row, db_values, quoted_column, unique_or_none, update_sql
+from sitekit.db import converted_rows, db_values, quoted_column, unique_or_none, update_sql
 from sitekit.errors import NotFoundError, NotResumableError
 from tenants.access import require_role
 from tenants.models import Role
@@ -110,10 +110,10 @@ def run_claim(
         RunStatus.RUNNING,
         *db_values(Run, {"updated_at": now}),
     ]
-    rows = group.query(_claim_sql(connection.vendor, columns), params).rows
+    rows = converted_rows(Run, columns, group.query(_claim_sql(connection.vendor, columns), params).rows)
     if not rows:
         return None
-    claimed = converted_row(Run, columns, rows[0])
+    claimed = rows[0]
     body = {"run_id": claimed["run_id"], "status": str(RunStatus.RUNNING), "reason": "claimed"}
     DjangoAuditLog(group=group).record(claimed["tenant_id"], actor=owner, kind="run.status", body=body)
     return claimed

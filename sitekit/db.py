@@ -61,13 +61,13 @@ def _update_sql(
     vendor: str, model: type[Model], columns: tuple[str, ...], where: tuple[str, ...], if_changed: bool
 ) -> str:
     qn = connection.ops.quote_name
-    sets = ", ".join(f"{qn(_column(model, name))} = %s" for name in columns)
-    conditions = " AND ".join(f"{qn(_column(model, name))} = %s" for name in where)
+    sets = ", ".join(f"{quoted_column(model, name)} = %s" for name in columns)
+    conditions = " AND ".join(f"{quoted_column(model, name)} = %s" for name in where)
     sql = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
     if not if_changed:
         return sql
     distinct = "IS DISTINCT FROM" if vendor == "postgresql" else "IS NOT"  # SQLite compares row values so
-    names = ", ".join(qn(_column(model, name)) for name in columns)
+    names = ", ".join(quoted_column(model, name) for name in columns)
     return f"{sql} AND ({names}) {distinct} ({', '.join(['%s'] * len(columns))})"
 
 
@@ -111,8 +111,7 @@ def keyset_values(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    converters = _column_converters(connection.vendor, model, columns)
-    return [dict(zip(columns, _converted(list(row), converters), strict=True)) for row in rows]
+    return converted_rows(model, columns, rows)
 
 
 @functools.cache
@@ -128,14 +127,14 @@ def _keyset_sql(
     qn = connection.ops.quote_name
     conditions = []
     for name, size in zip(names, sizes, strict=True):
-        column = qn(_column(model, name.removesuffix("__in")))
+        column = quoted_column(model, name.removesuffix("__in"))
         conditions.append(f"{column} = %s" if size is None else f"{column} IN ({', '.join(['%s'] * size)})")
-    at, pk = qn(_column(model, field)), qn(_column(model, "pk"))
+    at, pk = quoted_column(model, field), quoted_column(model, "pk")
     if after:  # the first condition is implied by the second; it lets the index start at the cursor
         conditions.append(f"{at} <= %s AND ({at} < %s OR ({at} = %s AND {pk} < %s))")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     return (
-        f"SELECT {', '.join(qn(_column(model, c)) for c in columns)} FROM {qn(model._meta.db_table)}"
+        f"SELECT {', '.join(quoted_column(model, c) for c in columns)} FROM {qn(model._meta.db_table)}"
         f"{where} ORDER BY {at} DESC, {pk} DESC LIMIT %s"
     )
 
@@ -155,11 +154,13 @@ def model_from_row(model: type[_Model], row: Sequence[Any]) -> _Model:
     return model.from_db(connection.alias, _attnames(model), values)
 
 
-def converted_row(model: type[Model], columns: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
-    """A row of ``columns`` (field names) from a statement written by hand, as the ORM's
-    ``values()`` gives it: each value converted by the backend's and the field's converters."""
-    values = _converted(list(row), _column_converters(connection.vendor, model, columns))
-    return dict(zip(columns, values, strict=True))
+def converted_rows(
+    model: type[Model], columns: tuple[str, ...], rows: Sequence[Sequence[Any]]
+) -> list[dict[str, Any]]:
+    """Rows of ``columns`` (field names) from a statement written by hand, as the ORM's
+    ``values()`` gives them: each value converted by the backend's and the field's converters."""
+    converters = _column_converters(connection.vendor, model, columns)
+    return [dict(zip(columns, _converted(list(row), converters), strict=True)) for row in rows]
 
 
 def _converted(values: list[Any], converters: list[tuple[int, list[Any], Any]]) -> list[Any]:

@@ -14,9 +14,10 @@ T = TypeVar("T")
 def at_once(calls: Sequence[Callable[[], T]], *, timeout: float = 60) -> list[T | BaseException]:
     """Run each call in a thread of its own, all released by one barrier; in the calls'
     order, what each returned or the exception it raised (judged by the test, never lost
-    in its thread). Each thread closes its own database connections when done."""
+    in its thread). Each thread closes its own database connections when done; a call
+    still running after ``timeout`` fails the test."""
     barrier = threading.Barrier(len(calls))
-    outcomes: list[T | BaseException] = [RuntimeError("did not finish in time")] * len(calls)
+    outcomes: list[T | BaseException] = [RuntimeError("did not finish")] * len(calls)
 
     def run(i: int) -> None:
         try:
@@ -32,6 +33,7 @@ def at_once(calls: Sequence[Callable[[], T]], *, timeout: float = 60) -> list[T 
         thread.start()
     for thread in threads:
         thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a call hung"
     return outcomes
 
 

@@ -9,12 +9,11 @@ a lost race to AlreadyDecidedError, so this test does not accept it.
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
@@ -27,6 +26,7 @@ from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
 from tenants.models import Membership, Role, Tenant
+from tests.site._threads import at_once
 
 DECIDERS = 10
 
@@ -45,36 +45,16 @@ def deciders(operator):
 
 def decide_at_once(approval_id: int, users) -> list[tuple[str, object]]:
     """Every user decides at the same moment (even ones approve, odd ones deny); outcomes by user."""
-    barrier = threading.Barrier(len(users))
-    results: list[tuple[str, object]] = [("", None)] * len(users)
 
-    def decide(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            decision = "approve" if i % 2 == 0 else "deny"
-            note = "" if decision == "approve" else f"no from {users[i].username}"
-            results[i] = (
-                users[i].username,
-                approval_decide(
-                    tenant_id="t1",
-                    approval_id=approval_id,
-                    user=users[i],
-                    decision=decision,
-                    note=note,
-                ),
-            )
-        except Exception as exc:  # recorded and judged by the test, whatever it is
-            results[i] = (users[i].username, exc)
-        finally:
-            connection.close()
+    def decide(i: int) -> object:
+        decision = "approve" if i % 2 == 0 else "deny"
+        note = "" if decision == "approve" else f"no from {users[i].username}"
+        return approval_decide(
+            tenant_id="t1", approval_id=approval_id, user=users[i], decision=decision, note=note
+        )
 
-    threads = [threading.Thread(target=decide, args=(i,)) for i in range(len(users))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in threads), "a decision hung"
-    return results
+    outcomes = at_once([functools.partial(decide, i) for i in range(len(users))], timeout=120)
+    return [(user.username, outcome) for user, outcome in zip(users, outcomes, strict=True)]
 
 
 def records_a_decision(state, action_id: str) -> bool:
@@ -203,29 +183,17 @@ def test_edits_racing_each_other_leave_exactly_one_edited_call(deciders, brokera
     while worker.run_once():
         pass
     approval = Approval.objects.get(tenant_id="t1", run_id="edit-race")
-    barrier = threading.Barrier(len(deciders))
-    outcomes: list[object] = [None] * len(deciders)
 
-    def edit(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            outcomes[i] = approval_decide(
-                tenant_id="t1",
-                approval_id=approval.pk,
-                user=deciders[i],
-                decision="approve",
-                arguments={"symbol": "ACME", "side": "buy", "quantity": i + 1},
-            )
-        except Exception as exc:  # each loser's answer is checked below
-            outcomes[i] = exc
-        finally:
-            connection.close()
+    def edit(i: int) -> object:
+        return approval_decide(
+            tenant_id="t1",
+            approval_id=approval.pk,
+            user=deciders[i],
+            decision="approve",
+            arguments={"symbol": "ACME", "side": "buy", "quantity": i + 1},
+        )
 
-    threads = [threading.Thread(target=edit, args=(i,)) for i in range(len(deciders))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    outcomes = at_once([functools.partial(edit, i) for i in range(len(deciders))])
     winners = [o for o in outcomes if isinstance(o, Approval)]
     losers = [o for o in outcomes if not isinstance(o, Approval)]
     assert len(winners) == 1, outcomes
