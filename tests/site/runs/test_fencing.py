@@ -172,6 +172,29 @@ def holds_database_lock(app_name: str) -> bool:
         probe.close()
 
 
+def stop_outside_locks(pid: int, app_name: str, brokerage: PaperBrokerage) -> None:
+    """Leave the SIGSTOPped worker stopped where it holds no database lock and not the
+    brokerage's file, and set the brokerage back to ``normal`` meanwhile.
+
+    Frozen inside a transaction, it would make the other worker wait on its lock instead of
+    taking over. Frozen while it opens or closes the brokerage's SQLite file, it holds the
+    file's WAL index (its last close checkpoints and deletes the WAL), and setting the
+    mode fails ("database is locked", "locking protocol"): the mode is set while it is
+    stopped, and a refusal lets it run on a little, as a held lock does.
+    """
+    for _ in range(100):
+        if not holds_database_lock(app_name):
+            try:
+                brokerage.set_mode("normal")
+                return
+            except sqlite3.OperationalError:
+                pass
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.002)
+        os.kill(pid, signal.SIGSTOP)
+    pytest.fail("the worker stayed frozen inside a transaction or the brokerage's file")
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.005) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -237,22 +260,7 @@ def test_a_worker_frozen_past_its_lease_neither_repeats_the_order_nor_overwrites
         else:
             time.sleep(freeze_after)
             os.kill(worker_a.pid, signal.SIGSTOP)
-        # Never leave A frozen inside a transaction: B would wait on its lock, not take over.
-        # The brokerage's SQLite file counts too: frozen while it opens that file, A holds
-        # its WAL index, and the mode below fails ("locking protocol"). So the mode is set
-        # while A is stopped, and a refusal lets A run on a little, as a held lock does.
-        for _ in range(100):
-            if not holds_database_lock(app_a):
-                try:
-                    brokerage.set_mode("normal")
-                    break
-                except sqlite3.OperationalError:
-                    pass
-            os.kill(worker_a.pid, signal.SIGCONT)
-            time.sleep(0.002)
-            os.kill(worker_a.pid, signal.SIGSTOP)
-        else:
-            pytest.fail("A stayed frozen inside a transaction or the brokerage's file")
+        stop_outside_locks(worker_a.pid, app_a, brokerage)
         frozen = Run.objects.get(pk=run.pk)
         if frozen.status != RunStatus.RUNNING or frozen.lease_epoch != epoch_a:
             pytest.fail(f"A finished before it was frozen ({frozen.status}); the freeze came too late")

@@ -22,7 +22,7 @@ from runs.agents.brokerage import PaperBrokerage
 from runs.engine.worker import Worker
 from runs.models import Checkpoint, GraphCheckpoint, GraphWrite, IdempotencyRecord, Run, RunStatus
 from runs.services import run_start
-from tests.site.runs.test_fencing import holds_database_lock, spawn_worker, wait_for
+from tests.site.runs.test_fencing import spawn_worker, stop_outside_locks, wait_for
 
 
 def graph_rows(run_id: str) -> tuple[list[tuple[str, str]], int, list[int]]:
@@ -60,16 +60,10 @@ def test_a_frozen_graph_worker_woken_after_a_takeover_writes_nothing(operator, c
         claimed = IdempotencyRecord.objects.filter(tenant_id="t1", run_id="gf", status="in_flight")
         assert wait_for(claimed.exists, 30, 0.002), log_a.read_text()  # A is inside the order's 1.5 s
         os.kill(a.pid, signal.SIGSTOP)
-        for _ in range(100):  # never leave A frozen inside a transaction
-            if not holds_database_lock(app_a):
-                break
-            os.kill(a.pid, signal.SIGCONT)
-            time.sleep(0.002)
-            os.kill(a.pid, signal.SIGSTOP)
+        stop_outside_locks(a.pid, app_a, brokerage)
         frozen = Run.objects.get(pk=run.pk)
         if frozen.status != RunStatus.RUNNING or frozen.lease_epoch != epoch_a:
             pytest.fail(f"A finished before it was frozen ({frozen.status})")
-        brokerage.set_mode("normal")
         assert wait_for(lambda: Run.objects.get(pk=run.pk).lease_expires_at < timezone.now(), 5, 0.05)
         b = spawn_worker(
             child_env, log_b, "--once", "--lease-seconds", "30", "--poll-seconds", "0.05", app_name="kg-b"
