@@ -32,6 +32,13 @@ runs on the same cores, so two workers cannot reach 2x unless one worker leaves 
 idle: the *ceiling* printed is ``cores / (CPU seconds per run with one worker, workers,
 PostgreSQL and this process together)`` runs/s, over the one-process throughput.
 
+A fourth trial runs two workers pinned one per core (worker ``i`` to core ``i``, what
+``taskset -c i`` does at start), in the same rounds: on the 2-core VM each shares its
+cores with PostgreSQL, and the scheduler moving a worker between them cost two
+unpinned workers about a tenth of their throughput (121 against 139 runs/s over five
+rounds on 0328b92's successor). Their PostgreSQL backends stay unpinned, as a
+deployment leaves them.
+
 ``BENCH_PYSPY=DIR`` attaches ``py-spy record -f raw`` to the active workers of every
 trial (files in DIR; slows them, so for finding where time goes, not for figures).
 """
@@ -55,6 +62,10 @@ from bench._common import REPO, Row, median, prewarm_sqlite, progress, quick
 BENCH = "3. worker throughput, PostgreSQL"
 TENANT = "wt"
 PROCESSES = (1, 2, 4)
+Trial = tuple[int, bool]
+"""How many workers run, and whether each is pinned to one core (``taskset -c``)."""
+TRIALS: tuple[Trial, ...] = ((1, False), (2, False), (2, True), (4, False))
+ONE, TWO, TWO_PINNED = TRIALS[:3]
 QUIET_CORES = 0.25
 """A round is quiet when everything else used less than this in both of its trials."""
 
@@ -281,8 +292,32 @@ def _prioritise(conn: Any, workers: list[int]) -> None:
                 os.setpriority(os.PRIO_PROCESS, int(tid), nice())
 
 
+def _pin(procs: list[tuple[subprocess.Popen[bytes], Path]], n: int, pinned: bool) -> None:
+    """Pin the first ``n`` workers one per core (worker ``i`` to core ``i % cores``), as
+    ``taskset -c`` does, or let every worker run on any core (every thread: affinity is
+    per thread on Linux, and a worker's threads started before)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    for i, (proc, _) in enumerate(procs[:n]):
+        allowed = {cpus[i % len(cpus)]} if pinned else set(cpus)
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{proc.pid}/task"):
+                os.sched_setaffinity(int(tid), allowed)
+
+
+def _name(t: Trial) -> str:
+    n, pinned = t
+    name = f"{n} keelgate_worker process{'es' if n > 1 else ''}"
+    return f"{name}, one per core (taskset -c)" if pinned else name
+
+
 def trial(
-    user: Any, n: int, batch: int, procs: list[tuple[subprocess.Popen[bytes], Path]], label: str = ""
+    user: Any,
+    n: int,
+    batch: int,
+    procs: list[tuple[subprocess.Popen[bytes], Path]],
+    label: str = "",
+    *,
+    pinned: bool = False,
 ) -> tuple[float, dict[str, float]]:
     """Runs per second for the first ``n`` worker processes over one batch, and the cores used."""
     import psycopg
@@ -307,6 +342,7 @@ def trial(
             for pk in pending:
                 approval_decide(tenant_id=TENANT, approval_id=pk, user=user, decision="approve")
             _pause(procs, n)
+            _pin(procs, n, pinned)
             recorders = _pyspy(procs, n, label) if label else []
             pg_pids = _postgres_pids(conn)
             before = CpuSample(active, pg_pids)
@@ -354,43 +390,52 @@ def run() -> list[Row]:
     holder = prewarm_sqlite(Path(_pg.django_env()["KEELGATE_PAPER_BROKERAGE"]))
     user = _approver()
     procs = _start_workers(max(PROCESSES), logs)
-    values: dict[int, list[float]] = {n: [] for n in PROCESSES}
-    cores: dict[int, list[dict[str, float]]] = {n: [] for n in PROCESSES}
+    values: dict[Trial, list[float]] = {t: [] for t in TRIALS}
+    cores: dict[Trial, list[dict[str, float]]] = {t: [] for t in TRIALS}
     try:
         _wait_ready(procs)
         progress(f"{BENCH}: {len(procs)} workers up; warm-up batches")
         for n in PROCESSES:  # imports, first queries, every worker's connections (untimed)
             trial(user, n, 4 * n, procs)
         for r in range(rounds):
-            order = PROCESSES[r % len(PROCESSES) :] + PROCESSES[: r % len(PROCESSES)]
-            for n in order:
-                value, used = trial(user, n, batch, procs, label=f"r{r}-n{n}")
-                values[n].append(value)
-                cores[n].append(used)
-            summary = ", ".join(f"{n} proc {values[n][-1]:.1f} runs/s" for n in PROCESSES)
-            progress(f"{BENCH}: round {r + 1}/{rounds}: {summary}; 1->2 {values[2][-1] / values[1][-1]:.2f}x")
+            order = TRIALS[r % len(TRIALS) :] + TRIALS[: r % len(TRIALS)]
+            for t in order:
+                n, pinned = t
+                name = f"r{r}-n{n}{'p' if pinned else ''}"
+                value, used = trial(user, n, batch, procs, label=name, pinned=pinned)
+                values[t].append(value)
+                cores[t].append(used)
+            summary = ", ".join(
+                f"{t[0]} proc{' pinned' if t[1] else ''} {values[t][-1]:.1f} runs/s" for t in TRIALS
+            )
+            last = {t: values[t][-1] / values[ONE][-1] for t in (TWO, TWO_PINNED)}
+            progress(
+                f"{BENCH}: round {r + 1}/{rounds}: {summary};"
+                f" 1->2 {last[TWO]:.2f}x, pinned {last[TWO_PINNED]:.2f}x"
+            )
     finally:
         _pause(procs, len(procs))
         _stop(procs)
         holder.close()
-    base = median(values[1])
+    base = median(values[ONE])
     cpus = os.cpu_count() or 1
-    per_run = median([c["cpu_ms_per_run"] for c in cores[1]])
+    per_run = median([c["cpu_ms_per_run"] for c in cores[ONE]])
     ceiling = min(2.0, cpus / (per_run / 1e3) / base)
     rows = []
-    for n in PROCESSES:
-        m = median(values[n])
-        ratios = [v / b for v, b in zip(values[n], values[1], strict=True)]
+    for t in TRIALS:
+        n, _ = t
+        m = median(values[t])
+        ratios = [v / b for v, b in zip(values[t], values[ONE], strict=True)]
         quiet = [
             r
-            for r, c, b in zip(ratios, cores[n], cores[1], strict=True)
+            for r, c, b in zip(ratios, cores[t], cores[ONE], strict=True)
             if max(c["other"] + c["steal"], b["other"] + b["steal"]) < QUIET_CORES
         ]
         quiet_note = (
             f"quiet rounds {len(quiet)}: median {median(quiet):.2f}x; " if quiet else "no quiet round; "
         )
         used = {
-            k: median([c[k] for c in cores[n]]) for k in ("workers", "postgres", "bench", "other", "steal")
+            k: median([c[k] for c in cores[t]]) for k in ("workers", "postgres", "bench", "other", "steal")
         }
         note = (
             f"per-round ratio median {median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x "
@@ -405,11 +450,11 @@ def run() -> list[Row]:
         rows.append(
             Row(
                 BENCH,
-                f"{n} keelgate_worker process{'es' if n > 1 else ''} (paper-trader, approved, batch {batch})",
+                f"{_name(t)} (paper-trader, approved, batch {batch})",
                 "throughput",
                 "runs/s",
                 m,
-                values[n],
+                values[t],
                 ratio=m / base if n > 1 else None,
                 ratio_to="vs 1 process" if n > 1 else "",
                 extra={
@@ -417,7 +462,8 @@ def run() -> list[Row]:
                     "scaling": f"{m / base:.2f}x",
                     "cpus": cpus,
                     "round_ratios": ratios,
-                    "cores": cores[n],
+                    "cores": cores[t],
+                    "pinned": t[1],
                     "ceiling_2": ceiling,
                     "quiet_round_ratios": quiet,
                 },
