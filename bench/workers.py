@@ -35,9 +35,9 @@ PostgreSQL and this process together)`` runs/s, over the one-process throughput.
 A fourth trial runs two workers pinned one per core (worker ``i`` to core ``i``, what
 ``taskset -c i`` does at start), in the same rounds: on the 2-core VM each shares its
 cores with PostgreSQL, and the scheduler moving a worker between them cost two
-unpinned workers about a tenth of their throughput (121 against 139 runs/s over five
-rounds on 0328b92's successor). Their PostgreSQL backends stay unpinned, as a
-deployment leaves them.
+unpinned workers about a tenth of their throughput (121 against 139 runs/s, the medians
+of five rounds when this trial was added). Their PostgreSQL backends stay unpinned,
+as a deployment leaves them.
 
 ``BENCH_PYSPY=DIR`` attaches ``py-spy record -f raw`` to the active workers of every
 trial (files in DIR; slows them, so for finding where time goes, not for figures).
