@@ -96,9 +96,15 @@ def _api_p99(label: str) -> Callable[[list[Row]], tuple[float, str] | None]:
     return read
 
 
-def _scaling(starts: str) -> Callable[[list[Row]], tuple[float, str] | None]:
-    """The 1 -> 2 scaling of bench 3's row whose system starts with ``starts``."""
-    return lambda rows: _scaling_of(_row(rows, "3.", starts), rows)
+def _scaling(pinned: bool) -> Callable[[list[Row]], tuple[float, str] | None]:
+    """The 1 -> 2 scaling of bench 3's two-worker row, pinned one per core or not."""
+
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        two = [r for r in rows if r.bench.startswith("3.") and r.system.startswith("2 ")]
+        row = next((r for r in two if r.median is not None and bool(r.extra.get("pinned")) is pinned), None)
+        return _scaling_of(row, rows)
+
+    return read
 
 
 def _scaling_of(r: Row | None, rows: list[Row]) -> tuple[float, str] | None:
@@ -161,10 +167,10 @@ TARGETS = (
     Target("GET /api/v1/runs p99 ms (6)", _api_p99("GET /api/v1/runs"), 100, 50, False),
     Target("POST approve req/s (6)", _api("POST /api/v1/approvals"), 100, 200, True),
     Target("POST approve p99 ms (6)", _api_p99("POST /api/v1/approvals"), 150, 150, False),
-    Target("workers, 1 → 2 processes (3)", _scaling("2 keelgate_worker processes ("), 1.8, 1.9, True),
+    Target("workers, 1 → 2 processes (3)", _scaling(pinned=False), 1.8, 1.9, True),
     Target(
         "the same, one worker per core (taskset -c) (3)",
-        _scaling("2 keelgate_worker processes, one per core"),
+        _scaling(pinned=True),
         1.8,
         1.9,
         True,
