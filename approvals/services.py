@@ -31,10 +31,10 @@ from keelgate.errors import (
 )
 from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
-from runs.engine.commits import DjangoCommitGroup
-from runs.engine.loops import build_loop
+from runs.engine.loops import build_loop, commit_group
 from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
+from sitekit.commits import DjangoCommitGroup
 from sitekit.db import model_from_row, select_columns, unique_or_none
 from sitekit.errors import BulkNotAllowedError, NotFoundError
 from tenants.access import require_held_role, require_role, role_in_sql
@@ -69,7 +69,7 @@ def approval_decide(
     and save, the inbox row, the run's move and both audit events, the last of them sent
     with the commit.
     """
-    group = DjangoCommitGroup()
+    group = commit_group()
     with group.transaction():
         locked = _lock_with_role(group, tenant_id, approval_id, user)
         if locked is None:
@@ -137,7 +137,7 @@ def unknown_reconcile(
     require_role(user, tenant_id, Role.RECONCILER)
     if not note.strip():
         raise NoteRequiredError()
-    group = DjangoCommitGroup()
+    group = commit_group()
     with group.transaction():  # one transaction, as a decision's (approval_decide)
         item = unique_or_none(
             UnknownOutcome.objects.select_for_update().filter(tenant_id=tenant_id, pk=item_id)

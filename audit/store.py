@@ -24,7 +24,9 @@ from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, lin
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
+from sitekit.commits import DjangoCommitGroup
 from sitekit.db import insert_sql
+from sitekit.postgresql.commits import PostgresCommitGroup
 
 NOTIFY_CHANNEL = "keelgate_audit"
 
@@ -32,10 +34,10 @@ NOTIFY_CHANNEL = "keelgate_audit"
 class DjangoAuditLog:
     """Per-tenant hash chains in the ``audit_auditevent`` table."""
 
-    def __init__(self, *, clock: Clock | None = None, group: Any = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, group: DjangoCommitGroup | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
         self.commit_group = group
-        """A ``runs.engine.commits.DjangoCommitGroup`` shared with a loop's other stores, or None."""
+        """The commit group shared with a loop's other stores, or None (each append its own)."""
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event under the tenant's head lock and return it."""
@@ -81,7 +83,7 @@ class DjangoAuditLog:
         keep it. Otherwise, or once the head is known, this is :meth:`append`.
         """
         group = self.commit_group
-        if group is None or group.vendor != "postgresql":
+        if not isinstance(group, PostgresCommitGroup):
             self.append(tenant_id, actor=actor, kind=kind, body=body)
             return
         encoded = encode_body(body)

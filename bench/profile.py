@@ -170,7 +170,7 @@ def profile_postgres(steps: int) -> None:
     from django.db import connections
 
     from bench.step_postgres import _new_runs, keelgate_step
-    from runs.engine.commits import expand_prepared
+    from sitekit.postgresql.commits import expand_prepared
 
     times: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)

@@ -47,7 +47,7 @@ class DjangoTxnCounter:
         self._dirty = False
 
     def _execute(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        from runs.engine.commits import expand_prepared
+        from sitekit.postgresql.commits import expand_prepared
 
         text = expand_prepared(sql).lstrip().upper()  # the group's statements go prepared
         write = text.startswith(_WRITE_HEADS) or "FOR UPDATE" in text

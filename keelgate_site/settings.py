@@ -144,7 +144,7 @@ else:
     # One test database per test process, so two suites on one machine never collide.
     DATABASES["default"]["TEST"] = {"NAME": f"test_keelgate_{os.getpid()}"}
     # KEELGATE_DB_PREPARE=0: the engine's commit groups send their statements unprepared
-    # (runs.engine.commits), for a pooler that shares server sessions (PgBouncer in
+    # (sitekit.postgresql.commits), for a pooler that shares server sessions (PgBouncer in
     # transaction mode).
     KEELGATE_DB_PREPARE = os.environ.get("KEELGATE_DB_PREPARE", "1") != "0"
     _POOL = int(os.environ.get("KEELGATE_DB_POOL", "0"))

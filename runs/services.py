@@ -28,6 +28,7 @@ from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
+from sitekit.commits import DjangoCommitGroup
 from sitekit.db import converted_rows, db_values, quoted_column, unique_or_none, update_sql
 from sitekit.errors import NotFoundError, NotResumableError
 from tenants.access import require_role
@@ -56,7 +57,7 @@ def run_move(
     actor: str,
     reason: str = "",
     expect: Mapping[str, Any] | None = None,
-    group: Any = None,
+    group: DjangoCommitGroup | None = None,
     **fields: Any,
 ) -> bool:
     """Move one run to status ``to`` (writing ``fields`` too) while its row matches ``expect``.
@@ -66,7 +67,7 @@ def run_move(
     longer matches, nothing is written and the answer is False. The ``run.status``
     audit event commits with the move, inside the caller's transaction if there is one.
 
-    ``group`` (a ``runs.engine.commits.DjangoCommitGroup`` whose transaction is open): the
+    ``group`` (a commit group whose transaction is open): the
     move is sent with the writes waiting in it, and its audit event waits for its next
     round trip, as the engine's own writes do.
     """
@@ -90,15 +91,15 @@ def run_move(
 
 
 def run_claim(
-    *, owner: str, lease_seconds: float, columns: tuple[str, ...], group: Any
+    *, owner: str, lease_seconds: float, columns: tuple[str, ...], group: DjangoCommitGroup
 ) -> dict[str, Any] | None:
     """Move the oldest runnable run (queued, or running under an expired lease) to RUNNING
     for ``owner``, bumping its lease epoch; its ``columns`` as moved, or None.
 
     One statement picks and moves the run (on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so
     workers claiming at once take different runs; on SQLite the IMMEDIATE transaction
-    holds the write lock), sent by ``group`` (a ``DjangoCommitGroup`` whose transaction
-    is open) with its ``BEGIN``; the ``run.status`` audit event goes with the commit.
+    holds the write lock), sent by ``group`` (a commit group whose transaction is
+    open) with its ``BEGIN``; the ``run.status`` audit event goes with the commit.
     The ORM built the pick and the move as two statements, each built anew at every claim.
     """
     now = timezone.now()
@@ -229,7 +230,7 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
     return run
 
 
-def run_requeue(*, tenant_id: str, run_id: str, by: str, group: Any = None) -> bool:
+def run_requeue(*, tenant_id: str, run_id: str, by: str, group: DjangoCommitGroup | None = None) -> bool:
     """Make a waiting run runnable again after ``by`` decided (approve, deny, reconcile);
     ``group``: the decision's commit group (:func:`run_move`)."""
     return run_move(

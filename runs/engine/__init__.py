@@ -1,7 +1,6 @@
 """The engine adapter: Keelgate's engine on the Django database, in one place.
 
 - :mod:`~runs.engine.fencing`: lease epochs that fence a superseded worker's writes.
-- :mod:`~runs.engine.commits`: the engine's commit grouping on a Django transaction.
 - :mod:`~runs.engine.stores`: the checkpoint and idempotency stores on the ORM (the
   audit log is ``audit.store``); a save announces ``runs.signals.checkpoint_saved``.
 - :mod:`~runs.engine.loops`: an agent's :class:`~keelgate.loop.Loop` over those stores.

@@ -17,15 +17,32 @@ from django.db import connection
 
 from keelgate.errors import LeaseLostError
 from runs.models import Run
+from sitekit.commits import DjangoCommitGroup
 
 
 @dataclass(frozen=True)
 class Fence:
-    """The lease a worker holds on one run."""
+    """The lease a worker holds on one run: the guard (``sitekit.commits.Guard``) of the
+    worker's commit group, checked at each of its transactions' first write."""
 
     tenant_id: str
     run_id: str
     epoch: int
+
+    def check(self, group: DjangoCommitGroup) -> None:
+        """Raise LeaseLostError unless this is still the run's epoch (locked until the commit)."""
+        check_fence(self)
+
+
+@dataclass(frozen=True)
+class ServerFence:
+    """PostgreSQL: the fence checked by the server, in the message of the transaction's writes."""
+
+    fence: Fence
+
+    def check(self, group: DjangoCommitGroup) -> None:
+        """Send the refusing check: a lost lease fails the whole transaction on the server."""
+        group.send(*fence_refusing(self.fence))
 
 
 def check_fence(fence: Fence | None) -> None:

@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.db import connection
+
 from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType, StopReason
 from runs.agents import Agent, load_agent
 from runs.agents.lookups import LookupConfirmer
-from runs.engine.commits import DjangoCommitGroup
-from runs.engine.fencing import Fence
+from runs.engine.fencing import Fence, ServerFence
 from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from sitekit.commits import DjangoCommitGroup
+from sitekit.postgresql.commits import PostgresCommitGroup
+
+
+def commit_group(fence: Fence | None = None) -> DjangoCommitGroup:
+    """A new commit group on the default database, guarded by ``fence`` (a worker's lease).
+
+    The one place that picks the PostgreSQL implementation
+    (:class:`sitekit.postgresql.commits.PostgresCommitGroup`, its fence checked by the
+    server) over the readable default that every other database runs.
+    """
+    if connection.vendor == "postgresql":
+        return PostgresCommitGroup(None if fence is None else ServerFence(fence))
+    return DjangoCommitGroup(fence)
 
 
 def database_stores(
@@ -20,7 +35,7 @@ def database_stores(
     """The three ORM stores over one commit group (``group``, else a new one), so a loop
     groups their commits."""
     if group is None:
-        group = DjangoCommitGroup(fence)
+        group = commit_group(fence)
     elif fence is not None:
         raise ValueError("a fence is a new group's: the given group keeps its own")
     return (

@@ -22,12 +22,13 @@ from keelgate.checkpoint import CheckpointCodec, EncodedCheckpoint
 from keelgate.errors import KeyNotOwnedError, StaleCheckpointError
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, KeyStatus
 from keelgate.loop import LoopState
-from runs.engine.commits import DjangoCommitGroup, Result
 from runs.engine.fencing import Fence
 from runs.models import Checkpoint, Run
 from runs.models import IdempotencyRecord as KeyRow
 from runs.signals import checkpoint_saved
+from sitekit.commits import DjangoCommitGroup, Result
 from sitekit.db import insert_sql
+from sitekit.postgresql.commits import PostgresCommitGroup
 
 
 class DjangoCheckpointStore:
@@ -51,19 +52,15 @@ class DjangoCheckpointStore:
         self.commit_group = group or DjangoCommitGroup(fence)
         self.codec = CheckpointCodec()
 
-    @property
-    def fence(self) -> Fence | None:
-        return self.commit_group.fence
-
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
         group = self.commit_group
         save = _Save.of(self.codec, state, group.vendor)  # the loop changes ``state`` after this
         with group.write():
-            if group.vendor == "postgresql":
+            if isinstance(group, PostgresCommitGroup):
                 # Projection and insert in one statement, sent with the next round trip.
                 params = [*_project_params(state), *save.row, *save.guard_params()]
-                if group.fence is not None and group.owns_transaction:
+                if group.guard is not None and group.owns_transaction:
                     # A worker's save: the fence proves the Run row, and the server refuses
                     # a stale save or a delta whose base is not stored, so the commit can
                     # travel with it. The codec's memo of the run goes if nothing commits.
@@ -358,10 +355,6 @@ class DjangoIdempotencyStore:
 
     def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
         self.commit_group = group or DjangoCommitGroup(fence)
-
-    @property
-    def fence(self) -> Fence | None:
-        return self.commit_group.fence
 
     def claim(
         self,

@@ -36,9 +36,8 @@ from django.utils import timezone
 from keelgate.errors import KeelgateError, LeaseLostError, StaleCheckpointError
 from keelgate.loop import Loop, LoopLimits, LoopResult, StopConditions, StopReason
 from runs.agents import is_graph, load_agent
-from runs.engine.commits import DjangoCommitGroup
 from runs.engine.fencing import Fence
-from runs.engine.loops import build_loop
+from runs.engine.loops import build_loop, commit_group
 from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
 from runs.services import run_claim, run_move, status_after_stop
@@ -101,7 +100,7 @@ class Worker:
     def claim(self) -> Claim | None:
         """Take one runnable run (queued, or running under an expired lease): two round
         trips on PostgreSQL, the claim with its ``BEGIN``, then its audit event with the commit."""
-        group = DjangoCommitGroup()
+        group = commit_group()
         with group.transaction():
             row = run_claim(owner=self.owner, lease_seconds=self.lease_seconds, columns=_CLAIMED, group=group)
         if row is None:
@@ -134,7 +133,7 @@ class Worker:
         expect: dict[str, object] = {"pk": claim.pk, "lease_epoch": claim.epoch}
         if seq is not None:
             expect["seq"] = seq
-        group = DjangoCommitGroup()
+        group = commit_group()
         with group.transaction():
             return run_move(
                 tenant_id=claim.tenant_id,

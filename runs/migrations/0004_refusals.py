@@ -1,6 +1,6 @@
 """``keelgate_refuse(code, detail)``: a write sent ahead of its answer refuses itself on the server.
 
-A grouped transaction (``runs.engine.commits``) sends writes whose answer it does not
+A grouped transaction (``sitekit.postgresql.commits``) sends writes whose answer it does not
 wait for. A check the server makes itself (the lease epoch is still the worker's) needs
 no answer before the commit, so the commit travels in the same message: a failed check
 raises here, the rest of the message (its ``COMMIT`` included) is skipped, and the

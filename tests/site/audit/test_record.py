@@ -10,7 +10,8 @@ from django.db import connection, connections
 from audit.models import AuditEvent as EventRow
 from audit.store import DjangoAuditLog
 from keelgate.audit import verify
-from runs.engine.commits import DjangoCommitGroup
+from runs.engine.loops import commit_group
+from sitekit.commits import DjangoCommitGroup
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,7 +19,7 @@ ODD = {"text": 'buy 100% of \'ACME\'; -- %s %(x)s \\ " ,"seq":0,', "ü": "€ �
 
 
 def _grouped_log() -> tuple[DjangoAuditLog, DjangoCommitGroup]:
-    group = DjangoCommitGroup()
+    group = commit_group()
     return DjangoAuditLog(group=group), group
 
 

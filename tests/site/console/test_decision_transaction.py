@@ -10,8 +10,9 @@ from django.db import connection
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
 from audit.models import AuditEvent
-from runs.engine.commits import DjangoCommitGroup, expand_prepared
+from runs.engine.loops import commit_group
 from runs.models import Checkpoint, Run, RunStatus
+from sitekit.postgresql.commits import expand_prepared
 from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,7 +92,7 @@ def test_an_approve_on_postgresql_is_four_round_trips_with_the_commit_in_the_las
 
 
 def test_a_commit_group_transaction_cannot_start_inside_a_held_group():
-    group = DjangoCommitGroup()
+    group = commit_group()
     group.hold()
     try:
         with pytest.raises(RuntimeError, match="held"), group.transaction():
@@ -109,7 +110,7 @@ def test_the_locked_row_is_the_approval_the_orm_loads(waiting, people):
     from tenants.models import Membership
 
     Approval.objects.filter(pk=waiting.pk).update(votes=[{"by": "x", "note": "é"}], high_impact=True)
-    group = DjangoCommitGroup()
+    group = commit_group()
     with group.transaction():
         locked = _lock_with_role(group, "t1", waiting.pk, people["op"])
     assert locked is not None

@@ -15,7 +15,7 @@ from django.db import connection
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
-from runs.engine.commits import expand_prepared
+from sitekit.postgresql.commits import expand_prepared
 from tests.site.console.conftest import start_waiting
 
 INBOX_TABLES = ("approvals_approval", "approvals_unknownoutcome")

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from keelgate.errors import CheckpointUnreadableError, StaleCheckpointError
 from runs.engine.fencing import Fence
+from runs.engine.loops import database_stores
 from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Checkpoint, Run, RunStatus
 from runs.selectors import run_state, run_summaries, run_timeline
@@ -151,7 +152,7 @@ def test_a_workers_saves_forget_a_discarded_memo_and_refuse_a_stale_save(operato
     their commit travels with them): a discarded transaction's memo is forgotten, so the
     next save is whole; a stale save raises and stores nothing."""
     run = _run()
-    store = DjangoCheckpointStore(fence=Fence("t1", "r", run.lease_epoch))
+    store = database_stores(Fence("t1", "r", run.lease_epoch))[0]
     saved = _saves(store, "r", range(1, 3))
     group = store.commit_group
     group.hold()
@@ -174,7 +175,7 @@ def test_a_workers_delta_on_a_base_stored_otherwise_is_refused_by_the_server(ope
     server refuses the delta, nothing of its transaction lands, and the next save is whole."""
     require_postgres("the server checks a worker's saves; SQLite's store checks on the client")
     run = _run()
-    store = DjangoCheckpointStore(fence=Fence("t1", "r", run.lease_epoch))
+    store = database_stores(Fence("t1", "r", run.lease_epoch))[0]
     saved = _saves(store, "r", range(1, 3))
     other = grown("r", 2, note=" written elsewhere").to_json()
     saved[-1] = other

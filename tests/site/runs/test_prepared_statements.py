@@ -1,4 +1,4 @@
-"""A commit group's statements are prepared once per server session (runs.engine.commits)."""
+"""A commit group's statements are prepared once per server session (sitekit.postgresql.commits)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from audit.store import DjangoAuditLog
 from keelgate.audit import verify
 from keelgate.errors import LeaseLostError
 from keelgate.loop import LoopState
-from runs.engine.commits import DjangoCommitGroup, expand_prepared
 from runs.engine.fencing import Fence
-from runs.engine.loops import database_stores
+from runs.engine.loops import commit_group, database_stores
 from runs.models import Checkpoint, Run, RunStatus
+from sitekit.postgresql.commits import expand_prepared
 from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -139,7 +139,7 @@ def test_a_refused_transaction_keeps_its_prepared_statements_usable():
 
 def test_a_failed_prepare_leaves_the_connection_able_to_prepare_again():
     """A PREPARE that fails leaves those after it unprepared: the next message starts over."""
-    group = DjangoCommitGroup()
+    group = commit_group()
     group.hold()
     with pytest.raises(DatabaseError):
         try:

@@ -1,4 +1,4 @@
-"""Writes sent ahead of their answers (runs.engine.commits): what a held transaction still guarantees."""
+"""Writes sent ahead of their answers (sitekit.postgresql.commits): what a held transaction guarantees."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from django.db import connection, connections
 from audit.store import DjangoAuditLog
 from keelgate.errors import StaleCheckpointError
 from keelgate.loop import LoopState
-from runs.engine.commits import DjangoCommitGroup
-from runs.engine.loops import database_stores
+from runs.engine.loops import commit_group, database_stores
 from runs.models import Checkpoint, Run, RunStatus
 from tests.site.runs._batch import require_postgres
 from tests.site.runs.test_commit_groups import _leased_run, _loop
@@ -97,7 +96,7 @@ def test_two_appends_in_one_transaction_chain_on_from_the_head_it_locked():
     """The second append of a transaction reuses the head the first locked; the chain verifies."""
     from keelgate.audit import verify
 
-    group = DjangoCommitGroup()
+    group = commit_group()
     _, _, audit = database_stores()
     audit.commit_group = group
     group.hold()

@@ -1,38 +1,33 @@
-"""The engine's commit grouping (``keelgate.commits``) on the Django database.
+"""The commit group on PostgreSQL: a transaction's writes in one or two round trips.
 
-A loop over the ORM stores holds one :class:`DjangoCommitGroup`: between two barriers
-its checkpoint saves, key claims and audit events run in one transaction, and the
-worker's fence (its lease epoch, ``runs.engine.fencing``) is checked once per transaction,
-under a row lock that lasts until the commit, instead of once per write. Opened at
-the first write, never before: on SQLite an open transaction holds the file's write
-lock, and a barrier (a planner or tool call) must never wait with it held.
-
-On PostgreSQL the group also saves round trips, which are most of a step's cost there.
-A write whose answer nobody needs yet (the fence, a checkpoint insert, an audit row) is
-*sent* (:meth:`DjangoCommitGroup.send`): it waits, bound on the client, and goes to the
-server in one message with the next statement that needs an answer
-(:meth:`DjangoCommitGroup.query`, any ORM query, or the commit). A sent write either
-refuses itself on the server (``keelgate_refuse``: the fence's epoch, a worker's
-checkpoint save) or carries a check of its result (the projection's answer elsewhere),
-run as soon as the answers are back and always before the commit; a refusal or a
-failed check rolls the whole transaction back, and what a store remembered of its
-writes goes with it (:meth:`DjangoCommitGroup.on_rollback`). ``BEGIN`` travels with the
+Round trips are most of a step's cost on PostgreSQL. A write whose answer nobody needs
+yet (the fence, a checkpoint insert, an audit row) is *sent*
+(:meth:`PostgresCommitGroup.send`): it waits, bound on the client, and goes to the server
+in one message with the next statement that needs an answer
+(:meth:`PostgresCommitGroup.query`, any ORM query, or the commit). A sent write either
+refuses itself on the server (``keelgate_refuse``, migration ``runs.0004``: a worker's
+fence, its checkpoint save) or carries a check of its result, run as soon as the
+answers are back and always before the commit; a refusal or a failed check rolls the
+whole transaction back, and what a store remembered of its writes goes with it
+(:meth:`~sitekit.commits.DjangoCommitGroup.on_rollback`). ``BEGIN`` travels with the
 first message and ``COMMIT`` with the last one when no check is outstanding, so a
-transaction of any size costs one or two round trips. SQLite (in-process, no round
-trips) runs every statement at once.
+transaction of any size costs one or two round trips.
 
 Each statement the group sends is prepared once per connection (``PREPARE``, in the
 message that first uses it; :class:`_Prepared`) and then sent as ``EXECUTE name(...)``:
 the server parses and plans the checkpoint, key and audit statements once instead of at
-every save, which was half of their server time. ``KEELGATE_DB_PREPARE=0`` turns this
-off for a pooler that shares one server session between clients (PgBouncer in
-transaction mode): there a session's prepared statements are not its own.
+every save. ``KEELGATE_DB_PREPARE=0`` turns this off for a pooler that shares one server
+session between clients (PgBouncer in transaction mode): there a session's prepared
+statements are not its own.
 
 At a barrier (``keelgate.commits``: outside code runs next) writes that were only bound
-on the client hold no lock, so :meth:`DjangoCommitGroup.barrier` parks them outside any
+on the client hold no lock, so :meth:`PostgresCommitGroup.barrier` parks them outside any
 transaction and sends them with the next flush: the checkpoints a step saves before
 its next plan commit with the plan, one fsync fewer per step. A crash meanwhile loses
 them, as it loses any unflushed write; they had no effect outside and are redone.
+
+Everything else (holds, flushes, the decision's whole transaction, rollbacks) is the
+readable default's, :class:`sitekit.commits.DjangoCommitGroup`.
 """
 
 from __future__ import annotations
@@ -40,10 +35,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -52,110 +45,43 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
-from runs.engine.fencing import Fence, check_fence, fence_refusing
+from sitekit.commits import Check, DjangoCommitGroup, Result, _Txn, run_all
 
-
-@dataclass(frozen=True)
-class Result:
-    """What one statement answered: its row count and rows (empty without a result set)."""
-
-    rowcount: int
-    rows: list[tuple[Any, ...]]
-
-
-Check = Callable[[Result], None]
-"""Looks at a sent statement's result and raises if the write must not stand."""
+__all__ = ["PostgresCommitGroup", "expand_prepared"]
 
 
 @dataclass
-class _Txn:
-    """The group's open transaction on one thread."""
+class _PgTxn(_Txn):
+    """The open transaction, with what waits to be sent."""
 
-    atomic: Any
-    conn: BaseDatabaseWrapper
-    outermost: bool
-    fenced: bool = False
     pending: list[tuple[str, Check | None]] = field(default_factory=list)
-    memo: dict[Any, Any] = field(default_factory=dict)
-    failed: BaseException | None = None
     sending: bool = False
     binder: Any = None
     """A psycopg client cursor, for binding parameters without a round trip."""
     prepares: bool = False
     """Statements go as ``EXECUTE`` of prepared ones (``KEELGATE_DB_PREPARE``)."""
-    rollbacks: list[Callable[[], None]] = field(default_factory=list)
-    """What to undo in memory if the transaction rolls back (:meth:`DjangoCommitGroup.on_rollback`)."""
 
 
-class DjangoCommitGroup:
-    """One database transaction per stretch between a loop's flushes.
+class PostgresCommitGroup(DjangoCommitGroup):
+    """:class:`~sitekit.commits.DjangoCommitGroup` whose writes wait, bound, for the next
+    statement that needs an answer, and go with it in one message."""
 
-    Writes by the holding thread join it; other threads (Django gives each its own
-    connection) write as before. A write that raises inside the held transaction
-    leaves the writes before it to the flush, as they would have been committed one
-    by one; a failed check of a sent write, or a database error, aborts the whole
-    transaction, and every later write of it raises the same error until it ends.
-    """
-
-    def __init__(self, fence: Fence | None = None) -> None:
-        self.fence = fence
-        self._local = threading.local()
-
-    @functools.cached_property
-    def vendor(self) -> str:
-        """The database's (``postgresql``, ``sqlite``), read once: each read of Django's
-        ``connection`` proxy looks the connection up in an asgiref local, several
-        microseconds that a step paid a dozen times."""
-        return connections[DEFAULT_DB_ALIAS].vendor
-
-    def _holds(self) -> int:
-        return getattr(self._local, "holds", 0)
-
-    def _txn(self) -> _Txn | None:
+    def _txn(self) -> _PgTxn | None:
         return getattr(self._local, "txn", None)
-
-    def hold(self) -> None:
-        self._local.holds = self._holds() + 1
-
-    def _whole(self) -> bool:
-        return bool(getattr(self._local, "whole", False))
-
-    def flush(self) -> None:
-        if self._whole():
-            return  # the block of :meth:`transaction` commits once, at its end
-        txn = self._txn()
-        if txn is None:
-            if not getattr(self._local, "parked", None):
-                return
-            self._begin()  # the writes parked at a barrier
-            txn = self._txn()
-            assert txn is not None
-        if txn.failed is not None:
-            self._end(txn, rollback=True)
-            return
-        try:
-            self._send(txn, commit=True)
-        except BaseException:
-            self._end(txn, rollback=True)
-            raise
-        self._end(txn, rollback=False)
 
     def barrier(self) -> None:
         """Outside code runs next: park what holds nothing yet, else flush.
 
-        Writes bound on the client but never sent (PostgreSQL, no ``BEGIN`` yet) hold no
-        lock: they leave Django's transaction (so outside code on this connection runs
-        as if they did not exist) and go with the next flush, saving its commit. Once
-        anything was sent, the barrier flushes.
+        Writes bound on the client but never sent (no ``BEGIN`` yet) hold no lock: they
+        leave Django's transaction (so outside code on this connection runs as if they
+        did not exist) and go with the next flush, saving its commit. Once anything was
+        sent, the barrier flushes.
         """
         txn = self._txn()
         if txn is None or self._whole():
             return
         parkable = (
-            txn.conn.vendor == "postgresql"
-            and txn.outermost
-            and txn.failed is None
-            and txn.conn.connection.info.transaction_status == _IDLE
+            txn.outermost and txn.failed is None and txn.conn.connection.info.transaction_status == _IDLE
         )
         if not parkable:
             self.flush()
@@ -168,92 +94,11 @@ class DjangoCommitGroup:
         txn.pending, txn.rollbacks = [], []
         self._end(txn, rollback=False)  # nothing reached the server: nothing to commit
 
-    def release(self) -> None:
-        try:
-            self.flush()
-        finally:
-            self._local.holds = self._holds() - 1
-
-    def discard(self) -> None:
-        txn = self._txn()
-        parked, self._local.parked = getattr(self._local, "parked", None), None
-        if parked:
-            _run_all(parked[3])  # parked writes dropped: as if rolled back
-        try:
-            if txn is not None:
-                self._end(txn, rollback=True)
-        finally:
-            self._local.holds = self._holds() - 1
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        """One store write: fenced, inside the held transaction or in its own."""
-        if self._holds():
-            self._begin()
-            yield
-            return
-        self.hold()
-        try:
-            self._begin()
-            yield
-        except BaseException:
-            self.discard()
-            raise
-        self.release()
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One transaction for the block, begun now: the writes of every store inside it,
-        however they group them, commit once, when it ends; an exception rolls them all back.
-
-        For a service that changes several things at once (a decision: the checkpoint,
-        the inbox row, the run's status and their audit events) with no outside code
-        between them: the holds inside do not flush, barriers keep nothing back, and
-        the commit goes in the message of the last writes.
-        """
-        if self._holds():
-            raise RuntimeError("a transaction inside a held commit group")
-        self.hold()
-        self._local.whole = True
-        try:
-            self._begin()
-            yield
-        except BaseException:
-            self._local.whole = False
-            self.discard()
-            raise
-        self._local.whole = False
-        self.release()
-
-    @property
-    def owns_transaction(self) -> bool:
-        """Inside :meth:`write`: the group began the transaction, so only it can roll it back."""
-        txn = self._txn()
-        return txn is not None and txn.outermost
-
-    def on_rollback(self, undo: Callable[[], None]) -> None:
-        """Inside :meth:`write`: run ``undo`` if this transaction rolls back (or its parked
-        writes are dropped), for a store's memory of what it wrote."""
-        txn = self._txn()
-        if txn is None:
-            raise RuntimeError("on_rollback outside a write")
-        txn.rollbacks.append(undo)
-
-    @property
-    def memo(self) -> dict[Any, Any]:
-        """Facts true until the current transaction ends (the audit head it locked)."""
-        txn = self._txn()
-        if txn is None:
-            raise RuntimeError("memo outside a write")
-        return txn.memo
-
     def send(self, sql: str, params: Sequence[Any], check: Check | None = None) -> None:
         """A write inside :meth:`write` whose result is only checked, later, before the commit."""
         txn = self._txn()
-        if txn is None or txn.conn.vendor != "postgresql":
-            result = _execute(connections[DEFAULT_DB_ALIAS], sql, params)
-            if check is not None:
-                check(result)
+        if txn is None:
+            super().send(sql, params, check)
             return
         if txn.failed is not None:
             raise txn.failed
@@ -262,19 +107,18 @@ class DjangoCommitGroup:
     def query(self, sql: str, params: Sequence[Any], *, commit: bool = False) -> Result:
         """A statement whose answer is needed now, sent with every write waiting before it.
 
-        ``commit``: on PostgreSQL the transaction also commits in the same message, when
-        the group began it and no sent write waits for a check (else it stays open, as
-        without). For a caller that would flush right after the answer anyway.
+        ``commit``: the transaction also commits in the same message, when the group
+        began it and no sent write waits for a check (else it stays open, as without).
         """
         txn = self._txn()
         if txn is None and getattr(self._local, "parked", None):
             self._begin()  # the group's own reads see the writes parked at a barrier
             txn = self._txn()
-        if txn is None or txn.conn.vendor != "postgresql":
+        if txn is None:
             conn = connections[DEFAULT_DB_ALIAS]
-            if txn is None and conn.vendor == "postgresql" and _prepares():
+            if _prepares():
                 return self._read(conn, sql, params)
-            return _execute(conn, sql, params)
+            return super().query(sql, params)
         if txn.failed is not None:
             raise txn.failed
         fused = (
@@ -288,51 +132,45 @@ class DjangoCommitGroup:
 
     # -- the transaction ----------------------------------------------------------
 
-    def _begin(self) -> None:
+    def _new_txn(self, atomic: Any, conn: BaseDatabaseWrapper, outermost: bool) -> _Txn:
+        return _PgTxn(atomic=atomic, conn=conn, outermost=outermost)
+
+    def _opened(self, txn: _Txn) -> None:
+        assert isinstance(txn, _PgTxn)
+        txn.conn.ensure_connection()
+        txn.binder = txn.conn.connection.cursor()
+        txn.prepares = _prepares()
+        txn.conn.execute_wrappers.append(self._before_query)
+        parked = getattr(self._local, "parked", None)
+        if parked:
+            self._local.parked = None
+            txn.pending, txn.fenced, callbacks, txn.rollbacks = parked
+            for func, robust in callbacks:
+                transaction.on_commit(func, robust=robust)
+
+    def _flushable(self) -> _Txn | None:
         txn = self._txn()
-        if txn is not None:
-            if txn.failed is not None:
-                raise txn.failed
-        else:
-            conn = connections[DEFAULT_DB_ALIAS]
-            outermost = not conn.in_atomic_block
-            atomic = transaction.atomic()
-            atomic.__enter__()
-            txn = self._local.txn = _Txn(atomic=atomic, conn=conn, outermost=outermost)
-            if conn.vendor == "postgresql":
-                conn.ensure_connection()
-                txn.binder = conn.connection.cursor()
-                txn.prepares = _prepares()
-                conn.execute_wrappers.append(self._before_query)
-            parked = getattr(self._local, "parked", None)
-            if parked:
-                self._local.parked = None
-                txn.pending, txn.fenced, callbacks, txn.rollbacks = parked
-                for func, robust in callbacks:
-                    transaction.on_commit(func, robust=robust)
-        if txn.fenced or self.fence is None:
-            return
-        if txn.conn.vendor == "postgresql":  # checked by the server: the commit may go with it
-            self.send(*fence_refusing(self.fence))
-        else:
-            check_fence(self.fence)
-        txn.fenced = True  # its row lock lasts until the commit
+        if txn is None and getattr(self._local, "parked", None):
+            self._begin()  # the writes parked at a barrier
+            txn = self._txn()
+        return txn
+
+    def _send_all(self, txn: _Txn) -> None:
+        assert isinstance(txn, _PgTxn)
+        self._send(txn, commit=True)
+
+    def _drop_parked(self) -> None:
+        parked, self._local.parked = getattr(self._local, "parked", None), None
+        if parked:
+            run_all(parked[3])  # parked writes dropped: as if rolled back
 
     def _end(self, txn: _Txn, *, rollback: bool) -> None:
-        self._local.txn = None
+        assert isinstance(txn, _PgTxn)
         if txn.binder is not None:
             txn.binder.close()
         if self._before_query in txn.conn.execute_wrappers:
             txn.conn.execute_wrappers.remove(self._before_query)
-        if rollback:
-            transaction.set_rollback(True)
-            _run_all(txn.rollbacks)
-        try:
-            txn.atomic.__exit__(None, None, None)
-        except BaseException:  # the commit itself failed: nothing of it stands
-            if not rollback:
-                _run_all(txn.rollbacks)
-            raise
+        super()._end(txn, rollback=rollback)
 
     def _before_query(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         """Any other query on the connection first sends the writes waiting before it."""
@@ -341,7 +179,7 @@ class DjangoCommitGroup:
             self._send(txn)
         return execute(sql, params, many, context)
 
-    def _send(self, txn: _Txn, *, last: str | None = None, commit: bool = False) -> Result | None:
+    def _send(self, txn: _PgTxn, *, last: str | None = None, commit: bool = False) -> Result | None:
         """One round trip: the waiting writes, then ``last`` or the commit; then the checks."""
         pending, txn.pending = txn.pending, []
         parts = [sql for sql, _ in pending]
@@ -440,11 +278,6 @@ _REFUSALS: dict[str, type[StoreError]] = {
 """The refusals the server raises (``keelgate_refuse``), by code."""
 
 
-def _run_all(undos: list[Callable[[], None]]) -> None:
-    for undo in undos:
-        undo()
-
-
 def _refusal(exc: BaseException) -> StoreError | None:
     """The engine's error for a ``keelgate_refuse`` raised by the server, else None."""
     diag = getattr(exc.__cause__ or exc, "diag", None)
@@ -453,13 +286,6 @@ def _refusal(exc: BaseException) -> StoreError | None:
         return None
     error = _REFUSALS.get(message.removeprefix("keelgate:"))
     return None if error is None else error(getattr(diag, "message_detail", None) or "")
-
-
-def _execute(conn: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> Result:
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall() if cursor.description else []
-        return Result(cursor.rowcount, rows)
 
 
 class _Prepared:
