@@ -8,9 +8,6 @@ query, and a decision's save rewrites just the one row it decided.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from django.utils import timezone
@@ -19,37 +16,19 @@ from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from keelgate.canonical import canonical_json, canonical_sha256
 from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction
-from sitekit.db import db_values, insert_sql, update_sql
-
-Send = Callable[[str, Sequence[Any]], None]
-"""Sends one write into the saving transaction (``checkpoint_saved``'s ``send``)."""
+from sitekit.commits import RowWriter
 
 _SETTLED = (ActionStatus.DONE, ActionStatus.ABANDONED)
 
-_HELD: ContextVar[Approval | None] = ContextVar("held_approval", default=None)
 
-
-@contextmanager
-def holding(row: Approval) -> Iterator[None]:
-    """Within: ``row`` is the stored approval as it is, locked by the caller's transaction.
-
-    A decision locks its row, then the engine saves the run and this projection runs: it
-    compares with ``row`` instead of reading it again, and sets on ``row`` what it writes,
-    so the decision answers with the row as stored without reading it back either.
-    """
-    token = _HELD.set(row)
-    try:
-        yield
-    finally:
-        _HELD.reset(token)
-
-
-def sync_inbox(state: LoopState, send: Send) -> None:
+def sync_inbox(state: LoopState, writer: RowWriter, *, held: Approval | None = None) -> None:
     """Create or update the inbox rows for the state's waiting and settled actions.
 
-    The approval rows go through ``send``: the checkpoint store's, which on PostgreSQL
-    joins them to the message that saves the checkpoint (no round trip of their own,
-    and none of the ORM's building of each statement).
+    The approval rows go through ``writer``, the saving transaction's, which on
+    PostgreSQL joins them to the message that saves the checkpoint (no round trip of
+    their own). ``held`` is the stored approval as it is, locked by a deciding service:
+    compared with instead of read again, and set to what is written, so the decision
+    answers with the row as stored without reading it back either.
     """
     approvals = {a.action_id: _approval_fields(state, a) for a in state.actions if a.approval is not None}
     unknowns = {
@@ -58,7 +37,7 @@ def sync_inbox(state: LoopState, send: Send) -> None:
         if a.status is ActionStatus.UNKNOWN or (a.outcome.settled_by and a.status in _SETTLED)
     }
     if approvals:
-        _sync_approvals(state, approvals, send)
+        _sync_approvals(state, approvals, writer, held)
     if unknowns:
         _sync_unknowns(state, unknowns)
 
@@ -112,9 +91,11 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
     }
 
 
-def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]], send: Send) -> None:
-    """A held row is compared here; any other is written by two sent statements that need
-    no answer: an insert that leaves an existing row alone, then an update that matches
+def _sync_approvals(
+    state: LoopState, wanted: dict[str, dict[str, Any]], writer: RowWriter, held: Approval | None
+) -> None:
+    """A held row is compared here; any other is written by two writes that need no
+    answer: an insert that leaves an existing row alone, then an update that matches
     the row only where a field differs.
 
     So a save reads nothing from the inbox (on PostgreSQL its rows go in the message that
@@ -122,7 +103,6 @@ def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]], send: S
     neither rewritten nor locked: the update's condition is false on it, so it does not
     wait for, or hold up, a decision that has that row locked.
     """
-    held = _HELD.get()
     for action_id, fields in wanted.items():
         if held is not None and (held.tenant_id, held.run_id, held.action_id) == (
             state.tenant_id,
@@ -131,19 +111,12 @@ def _sync_approvals(state: LoopState, wanted: dict[str, dict[str, Any]], send: S
         ):
             changed = {name: value for name, value in fields.items() if getattr(held, name) != value}
             if changed:
-                send(update_sql(Approval, tuple(changed), ("id",)), [*db_values(Approval, changed), held.pk])
-                for name, value in changed.items():  # a held row stays what is stored
-                    setattr(held, name, value)
+                writer.update(held, changed)  # the held row stays what is stored
             continue
+        # An approval's row exists once per action (``approval_per_action``): inserted once.
         key = {"tenant_id": state.tenant_id, "run_id": state.run_id, "action_id": action_id}
-        names = tuple(fields)
-        values = db_values(Approval, fields)
-        send(insert_sql(Approval, (*key, *names), _KEEP_EXISTING), [*key.values(), *values])
-        send(update_sql(Approval, names, tuple(key), if_changed=True), [*values, *key.values(), *values])
-
-
-_KEEP_EXISTING = ' ON CONFLICT ("tenant_id", "run_id", "action_id") DO NOTHING'
-"""An approval's row exists once per action (``approval_per_action``): inserted once."""
+        writer.insert_missing(Approval, key, fields)
+        writer.update_changed(Approval, key, fields)
 
 
 def _sync_unknowns(state: LoopState, actions: dict[str, PlannedAction]) -> None:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.projection import Send, sync_inbox
+from django.db.models import Model
+
+from approvals.models import Approval
+from approvals.projection import sync_inbox
 from approvals.services import approvals_expire, approvals_warn
 from keelgate.loop import LoopState
+from sitekit.commits import RowWriter
 
 
-def on_checkpoint_saved(sender: Any, *, state: LoopState, send: Send, **_: Any) -> None:
-    """Project the inbox rows of the state, inside the transaction that saves it."""
-    sync_inbox(state, send)
+def on_checkpoint_saved(
+    sender: Any, *, state: LoopState, writer: RowWriter, locked: Model | None = None, **_: Any
+) -> None:
+    """Project the inbox rows of the state, inside the transaction that saves it (with the
+    approval row the deciding service holds locked, if any)."""
+    sync_inbox(state, writer, held=locked if isinstance(locked, Approval) else None)
 
 
 def on_worker_idle(sender: Any, **_: Any) -> None:

@@ -18,7 +18,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from approvals.projection import holding
 from audit.store import DjangoAuditLog
 from keelgate.errors import (
     AlreadyDecidedError,
@@ -81,25 +80,26 @@ def approval_decide(
         by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
             raise AlreadyDecidedError(approval.decided_by or approval.status)
-        loop = build_loop(approval.agent, group=group)
+        # The projection compares with the locked row instead of reading it again, and sets
+        # on it what it writes: the answer is the row as stored, without a read back.
+        loop = build_loop(approval.agent, group=group, locked=approval)
         expired = False
         refused: ApprovalEscalatedError | None = None
         try:
-            with holding(approval):
-                if decision == "approve":
-                    loop.approve(
-                        tenant_id,
-                        approval.run_id,
-                        approval.action_id,
-                        by=by,
-                        note=note,
-                        arguments=arguments,
-                        seen=seen,
-                        confirmed=confirmed,
-                        roles=roles,
-                    )
-                else:
-                    loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note, roles=roles)
+            if decision == "approve":
+                loop.approve(
+                    tenant_id,
+                    approval.run_id,
+                    approval.action_id,
+                    by=by,
+                    note=note,
+                    arguments=arguments,
+                    seen=seen,
+                    confirmed=confirmed,
+                    roles=roles,
+                )
+            else:
+                loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note, roles=roles)
         except ApprovalExpiredError:
             # The engine has just saved the expiry (denied, audited): keep it, then say so.
             expired = True

@@ -15,8 +15,10 @@ __all__ = ["checkpoint_saved", "run_queued", "worker_idle"]
 
 checkpoint_saved = Signal()
 """``state``: a checkpoint was saved, inside the transaction that saves it (not yet committed);
-``send(sql, params)``: a write of the receiver's own joins that transaction, sent with the
-save's next round trip (its rowcount unread; one that fails aborts the save)."""
+``writer`` (a ``sitekit.commits.RowWriter``): the receiver's own row writes join that
+transaction, unanswered (on PostgreSQL in the save's next round trip; one that fails aborts
+the save); ``locked``: a row the saving service holds locked in it (a decision's approval),
+or None, for a receiver to compare with instead of reading it again."""
 
 run_queued = Signal()
 """``tenant_id``, ``run_id``: a run became runnable (start, resume, a decision), after that commit."""

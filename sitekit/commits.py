@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 
 from keelgate.commits import CommitGroup
+from sitekit.db import db_values, insert_sql, quoted_column, update_sql
 
-__all__ = ["Check", "DjangoCommitGroup", "Guard", "Result"]
+__all__ = ["Check", "DjangoCommitGroup", "Guard", "Result", "RowWriter"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,11 @@ class DjangoCommitGroup:
         self._local.whole = False
         self.release()
 
+    @functools.cached_property
+    def rows(self) -> RowWriter:
+        """Row writes of a layer above, joining this group's transaction (``checkpoint_saved``)."""
+        return RowWriter(self)
+
     @property
     def owns_transaction(self) -> bool:
         """Inside :meth:`write`: the group began the transaction, so only it can roll it back."""
@@ -283,6 +290,43 @@ class DjangoCommitGroup:
 
 
 _: type[CommitGroup] = DjangoCommitGroup  # the engine's protocol, checked by mypy
+
+
+class RowWriter:
+    """Writes to a model's rows that join a group's open transaction, none answered.
+
+    What a layer above gets to write with inside a lower layer's transaction (the inbox,
+    projected on ``runs.signals.checkpoint_saved``): rows and field values, never SQL.
+    Each write goes through the group (:meth:`DjangoCommitGroup.send`), so on PostgreSQL it
+    travels in the message of the transaction's next statement; one that fails aborts
+    the transaction it joined.
+    """
+
+    def __init__(self, group: DjangoCommitGroup) -> None:
+        self.group = group
+
+    def insert_missing(self, model: type[Model], key: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+        """Insert the row ``key`` + ``values`` unless a row with that (unique) ``key`` exists."""
+        names = (*key, *values)
+        conflict = ", ".join(quoted_column(model, name) for name in key)
+        sql = insert_sql(model, names, f" ON CONFLICT ({conflict}) DO NOTHING")
+        self.group.send(sql, db_values(model, {**key, **values}))
+
+    def update_changed(self, model: type[Model], key: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+        """Set ``values`` on the row ``key`` only where one of them differs: a row already
+        so is neither rewritten nor locked, so it never waits for (or holds up) a
+        transaction that has it locked."""
+        values_db = db_values(model, dict(values))
+        sql = update_sql(model, tuple(values), tuple(key), if_changed=True)
+        self.group.send(sql, [*values_db, *db_values(model, dict(key)), *values_db])
+
+    def update(self, row: Model, values: Mapping[str, Any]) -> None:
+        """Set ``values`` on ``row`` (a row this transaction holds locked) and on the stored row."""
+        model = type(row)
+        sql = update_sql(model, tuple(values), ("pk",))
+        self.group.send(sql, [*db_values(model, dict(values)), row.pk])
+        for name, value in values.items():
+            setattr(row, name, value)
 
 
 def run_all(undos: list[Callable[[], None]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.db import connection
+from django.db.models import Model
 
 from audit.store import DjangoAuditLog
 from keelgate.gateway import Gateway, Grants, SideEffect
@@ -30,16 +31,17 @@ def commit_group(fence: Fence | None = None) -> DjangoCommitGroup:
 
 
 def database_stores(
-    fence: Fence | None = None, *, group: DjangoCommitGroup | None = None
+    fence: Fence | None = None, *, group: DjangoCommitGroup | None = None, locked: Model | None = None
 ) -> tuple[DjangoCheckpointStore, DjangoIdempotencyStore, DjangoAuditLog]:
-    """The three ORM stores over one commit group (``group``, else a new one), so a loop
-    groups their commits."""
+    """The three stores over one commit group (``group``, else a new one), so a loop
+    groups their commits; ``locked``: a row the caller holds locked in ``group``'s
+    transaction, handed to what a checkpoint's save projects (``checkpoint_saved``)."""
     if group is None:
         group = commit_group(fence)
     elif fence is not None:
         raise ValueError("a fence is a new group's: the given group keeps its own")
     return (
-        DjangoCheckpointStore(group=group),
+        DjangoCheckpointStore(group=group, locked=locked),
         DjangoIdempotencyStore(group=group),
         DjangoAuditLog(group=group),
     )
@@ -55,12 +57,14 @@ def build_loop(
     loop_type: LoopType = LoopType.TASK,
     allowed_side_effects: frozenset[SideEffect] | None = None,
     group: DjangoCommitGroup | None = None,
+    locked: Model | None = None,
 ) -> Loop:
-    """The agent's loop over the ORM stores; ``fence`` makes every write check the lease;
-    ``group``: the stores write through the caller's commit group (a decision's transaction)."""
+    """The agent's loop over the database stores; ``fence`` makes every write check the lease;
+    ``group``: the stores write through the caller's commit group (a decision's transaction),
+    in which the caller holds ``locked`` (its approval row) locked."""
     if isinstance(agent, str):
         agent = load_agent(agent)
-    checkpoints, idempotency, audit = database_stores(fence, group=group)
+    checkpoints, idempotency, audit = database_stores(fence, group=group, locked=locked)
     gateway = agent_gateway(agent, idempotency=idempotency, audit=audit, lease_seconds=lease_seconds)
     return Loop(
         planner=agent.planner,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from keelgate.checkpoint import CheckpointCodec, EncodedCheckpoint
@@ -48,9 +49,18 @@ class DjangoCheckpointStore:
     read decodes it back to the saved JSON exactly.
     """
 
-    def __init__(self, *, fence: Fence | None = None, group: DjangoCommitGroup | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        fence: Fence | None = None,
+        group: DjangoCommitGroup | None = None,
+        locked: Model | None = None,
+    ) -> None:
         self.commit_group = group or DjangoCommitGroup(fence)
         self.codec = CheckpointCodec()
+        self.locked = locked
+        """A row the caller holds locked in the group's transaction, passed on with each
+        ``checkpoint_saved`` (a decision's approval)."""
 
     def save(self, state: LoopState) -> None:
         """Insert a newer checkpoint and project it; refuse one that is not newer."""
@@ -72,7 +82,9 @@ class DjangoCheckpointStore:
                 _refused_or_insert(save)
             else:
                 _insert(save)
-            checkpoint_saved.send(sender=DjangoCheckpointStore, state=state, send=group.send)
+            checkpoint_saved.send(
+                sender=DjangoCheckpointStore, state=state, writer=group.rows, locked=self.locked
+            )
 
     def load(self, tenant_id: str, run_id: str) -> LoopState | None:
         """The newest checkpoint of the run in this tenant, or None."""
