@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.errors import (
     AlreadyDecidedError,
     ApprovalEscalatedError,
@@ -202,7 +202,7 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
         if run.status == RunStatus.RUNNING:
             if not run.cancel_requested_by:
                 Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)
-                DjangoAuditLog().append(
+                audit_log().append(
                     tenant_id, actor=by, kind="run.cancel_requested", body={"run_id": run_id, "note": note}
                 )
             run.refresh_from_db()
@@ -212,7 +212,7 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
         if loop.checkpoints.load(tenant_id, run_id) is not None:
             loop.cancel(tenant_id, run_id, by=by, note=note)
         else:  # queued, never started: there is no state to stop, only the run to close
-            DjangoAuditLog().append(
+            audit_log().append(
                 tenant_id,
                 actor=by,
                 kind="run.cancelled",

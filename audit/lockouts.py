@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from tenants.models import Membership
 
 __all__ = ["LOCKED_OUT", "audit_lockout"]
@@ -34,7 +34,7 @@ def audit_lockout(*, username: str | None, ip_address: str | None) -> list[str]:
     body = {"username": user.get_username(), "ip_address": ip_address or "unknown"}
     with transaction.atomic():
         for tenant_id in tenants:
-            DjangoAuditLog().append(tenant_id, actor="keelgate:login-throttle", kind=LOCKED_OUT, body=body)
+            audit_log().append(tenant_id, actor="keelgate:login-throttle", kind=LOCKED_OUT, body=body)
     return tenants
 
 

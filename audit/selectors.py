@@ -16,7 +16,7 @@ from typing import Any
 from audit.digest import ChainDigest, sign_head, verify_digest
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import GENESIS_HASH, AuditEvent, ChainReport, verify_chain
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
@@ -91,7 +91,7 @@ def _audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -
     # race with the walk land between the two and are not mistaken for tampering.
     before = _head_row(tenant_id)
     watch = _Watch({before[0] - 1, before[0]})
-    events = watch.wrap(DjangoAuditLog().events(tenant_id))
+    events = watch.wrap(audit_log().events(tenant_id))
     try:
         report = verify_chain(events, tenant_id=tenant_id, expect_head=expect_head)
     finally:

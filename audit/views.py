@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.selectors import audit_heads, audit_verify
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
@@ -40,7 +40,7 @@ def audit_chain(request: HttpRequest, tenant_id: str) -> HttpResponse:
         before = head + 1
     before = max(1, min(before, head + 1))
     start = max(0, before - 1 - PAGE_SIZE)
-    events = list(DjangoAuditLog().events(tenant_id, after_seq=start, limit=before - 1 - start))
+    events = list(audit_log().events(tenant_id, after_seq=start, limit=before - 1 - start))
     events.reverse()
     return render(
         request,

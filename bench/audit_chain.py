@@ -300,9 +300,9 @@ def run_append_sqlite() -> list[Row]:
 
 
 def _django_appends(n: int) -> None:
-    from audit.store import DjangoAuditLog
+    from audit.wiring import audit_log
 
-    log = DjangoAuditLog()
+    log = audit_log()
     for _ in range(n):
         log.append(TENANT, actor="agent:trader", kind="gateway.call", body=BODY)
 

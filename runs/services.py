@@ -22,7 +22,7 @@ from django.db.models import Count, Max, Min, Sum
 from django.db.models.functions import Coalesce, Length
 from django.utils import timezone
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.errors import RunExistsError
 from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs.agents import load_agent
@@ -84,7 +84,7 @@ def run_move(
             body = {"run_id": run_id, "status": str(to)}
             if reason:
                 body["reason"] = reason
-            DjangoAuditLog(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
+            audit_log(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
     return int(moved) == 1
@@ -116,7 +116,7 @@ def run_claim(
         return None
     claimed = rows[0]
     body = {"run_id": claimed["run_id"], "status": str(RunStatus.RUNNING), "reason": "claimed"}
-    DjangoAuditLog(group=group).record(claimed["tenant_id"], actor=owner, kind="run.status", body=body)
+    audit_log(group=group).record(claimed["tenant_id"], actor=owner, kind="run.status", body=body)
     return claimed
 
 
@@ -197,7 +197,7 @@ def run_start(
             status=RunStatus.QUEUED,
             created_by=user.get_username(),
         )
-        DjangoAuditLog().append(
+        audit_log().append(
             tenant_id,
             actor=user.get_username(),
             kind="run.requested",
@@ -220,7 +220,7 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
         run.status = RunStatus.QUEUED
         run.pending_limits = checked or None
         run.save(update_fields=["status", "pending_limits", "updated_at"])
-        DjangoAuditLog().append(
+        audit_log().append(
             tenant_id,
             actor=user.get_username(),
             kind="run.resumed",

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import WebhookEndpoint
 from notifications.webhooks.events import EVENT_TYPES
 from notifications.webhooks.outbox import cursor_start
@@ -55,7 +55,7 @@ def webhook_endpoint_register(
             description=description[:200],
         )
         cursor = cursor_start(endpoint)
-        DjangoAuditLog().append(
+        audit_log().append(
             tenant.slug,
             actor=actor,
             kind="webhook.registered",

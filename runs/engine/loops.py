@@ -8,6 +8,7 @@ from django.db import connection
 from django.db.models import Model
 
 from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType, StopReason
 from runs.agents import Agent, load_agent
@@ -43,7 +44,7 @@ def database_stores(
     return (
         DjangoCheckpointStore(group=group, locked=locked),
         DjangoIdempotencyStore(group=group),
-        DjangoAuditLog(group=group),
+        audit_log(group=group),
     )
 
 

@@ -39,7 +39,7 @@ def _handlers() -> dict[str, Any]:
     from django.db import connection, transaction
 
     from approvals.models import Approval, UnknownOutcome
-    from audit.store import DjangoAuditLog
+    from audit.wiring import audit_log
     from keelgate.loop import (
         ActionOutcome,
         ActionStatus,
@@ -222,7 +222,7 @@ def _handlers() -> dict[str, Any]:
                 updated_at=now,
             )
             DjangoCheckpointStore().save(state)
-            DjangoAuditLog().append(
+            audit_log().append(
                 "acme", actor="agent:paper-trader", kind="run.stopped", body={"run_id": run_id}
             )
         return {
@@ -275,9 +275,9 @@ def _inbox_handlers() -> dict[str, Any]:
 
     def touch_run(run_id: str) -> int:
         """An audit event naming the run: every open inbox re-renders the run's cards live."""
-        from audit.store import DjangoAuditLog
+        from audit.wiring import audit_log
 
-        return DjangoAuditLog().append("acme", actor="test", kind="test.touch", body={"run_id": run_id}).seq
+        return audit_log().append("acme", actor="test", kind="test.touch", body={"run_id": run_id}).seq
 
     return {"many_approvals": many_approvals, "drop_approvals": drop_approvals, "touch_run": touch_run}
 

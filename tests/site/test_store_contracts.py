@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 
 from audit.store import DjangoAuditLog
+from audit.store_postgresql import PostgresAuditLog
 from keelgate.testing.contract.audit import AuditLogContract
 from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract
 from keelgate.testing.contract.idempotency import IdempotencyStoreContract
 from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from tests.site.runs._batch import require_postgres
 
 
 class TestDjangoCheckpointStore(HistoryCheckpointStoreContract):
@@ -33,3 +35,12 @@ class TestDjangoAuditLog(AuditLogContract):
     @pytest.fixture
     def make_log(self, transactional_db):
         return DjangoAuditLog
+
+
+class TestPostgresAuditLog(AuditLogContract):
+    """The audit chain by PostgreSQL's own statements (``audit.store_postgresql``)."""
+
+    @pytest.fixture
+    def make_log(self, transactional_db):
+        require_postgres("the PostgreSQL implementation")
+        return PostgresAuditLog

@@ -7,7 +7,7 @@ import time
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import run_cancel
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.worker import Worker
 from runs.models import IdempotencyRecord, Run, RunStatus
@@ -26,7 +26,7 @@ def test_cancel_a_waiting_run_through_the_api(client, api, keys, pending):
     late = client.post(f"/approvals/{pending.pk}/approve")
     assert late.status_code == 409
     assert client.post("/runs/r1/cancel").status_code == 200  # again: nothing more happens
-    kinds = [e.kind for e in DjangoAuditLog().events("t1") if e.body.get("run_id") == "r1"]
+    kinds = [e.kind for e in audit_log().events("t1") if e.body.get("run_id") == "r1"]
     assert kinds.count("run.cancelled") == 1
     drain()
     assert Run.objects.get(run_id="r1").status == RunStatus.CANCELLED
@@ -97,7 +97,7 @@ def test_a_run_held_by_a_worker_stops_at_its_next_step_and_the_running_write_fin
     assert state.stop_reason.value == "cancelled" and state.final_answer is None  # no step after it
     record = IdempotencyRecord.objects.get(run_id="h1")
     assert record.status == "completed"  # handed to its tool before the cancel: it finished
-    events = [e.kind for e in DjangoAuditLog().events("t1") if e.body.get("run_id") == "h1"]
+    events = [e.kind for e in audit_log().events("t1") if e.body.get("run_id") == "h1"]
     assert "run.cancel_requested" in events
     assert Worker(lease_seconds=30).run_once() is False
 

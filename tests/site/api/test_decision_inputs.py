@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from approvals.models import UnknownOutcome
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -39,9 +39,9 @@ def test_a_reconcile_with_the_brokerages_record_ends_with_an_answer_that_matches
     )
     assert state.verdicts[-1].decision == "accept"
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]
-    event = next(e for e in DjangoAuditLog().events("t1") if e.kind == "loop.reconciled")
+    event = next(e for e in audit_log().events("t1") if e.kind == "loop.reconciled")
     assert event.body["note"] == "in the ledger" and event.body["result_recorded"] is True
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
 
 
 def test_a_reconcile_without_a_result_never_ends_with_not_placed(client, pending):
@@ -230,7 +230,7 @@ def test_the_api_edits_then_approves_and_binds_approvals_to_their_arguments(clie
     assert original["status"] == "denied" and original["replaced_by"] == body["action_id"]
     drain()
     assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(3, 1)]
-    event = next(e for e in DjangoAuditLog().events("t1") if e.kind == "approval.edited")
+    event = next(e for e in audit_log().events("t1") if e.kind == "approval.edited")
     assert event.actor == "op" and event.body["changed"] == ["quantity"]
 
 

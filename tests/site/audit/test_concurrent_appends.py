@@ -29,7 +29,7 @@ import json, sys, time
 from pathlib import Path
 import django
 django.setup()
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 tenant, worker, count, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 Path(str(go) + f".ready{worker}").touch()
 deadline = time.monotonic() + 60
@@ -37,7 +37,7 @@ while not go.exists():
     if time.monotonic() > deadline:
         sys.exit("start file never appeared")
     time.sleep(0.005)
-log = DjangoAuditLog()
+log = audit_log()
 for n in range(count):
     log.append(tenant, actor=f"worker-{worker}", kind="note", body={"worker": worker, "n": n})
     if n % 10 == 9:

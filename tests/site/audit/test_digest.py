@@ -22,7 +22,7 @@ from audit.digest import verify_digest
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
 from audit.selectors import audit_digest, audit_verify
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import AuditEvent
 from keelgate.canonical import canonical_bytes
 from keelgate.errors import ChainBrokenError, ConfigurationError
@@ -35,7 +35,7 @@ TENANT = "acme"
 
 def append(tenant_id: str, count: int) -> None:
     """Append ``count`` numbered events to a tenant through the real store."""
-    log = DjangoAuditLog()
+    log = audit_log()
     for n in range(count):
         log.append(tenant_id, actor="agent", kind="note", body={"n": n})
 

@@ -9,6 +9,7 @@ from django.db import connection, connections
 
 from audit.models import AuditEvent as EventRow
 from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from runs.engine.loops import commit_group
 from sitekit.commits import DjangoCommitGroup
@@ -20,7 +21,7 @@ ODD = {"text": 'buy 100% of \'ACME\'; -- %s %(x)s \\ " ,"seq":0,', "ü": "€ �
 
 def _grouped_log() -> tuple[DjangoAuditLog, DjangoCommitGroup]:
     group = commit_group()
-    return DjangoAuditLog(group=group), group
+    return audit_log(group=group), group
 
 
 def test_recorded_events_chain_on_with_appends_and_verify():
@@ -89,7 +90,7 @@ def test_threads_recording_at_once_never_fork_the_chain():
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors
-    log = DjangoAuditLog()
+    log = audit_log()
     assert [e.seq for e in log.events("race")] == list(range(1, 161))
     assert verify(log, "race").ok
     if connection.vendor == "postgresql":
@@ -109,7 +110,7 @@ def test_an_append_outside_a_group_is_one_statement_on_postgresql():
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
 
-    log = DjangoAuditLog()
+    log = audit_log()
     if connection.vendor != "postgresql":
         pytest.skip("SQLite appends in-process: no round trips to save")
     log.append("t1", actor="a", kind="first", body={})  # the head row is made once

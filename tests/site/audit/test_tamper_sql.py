@@ -21,7 +21,7 @@ from django.db import connection
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
 from audit.selectors import audit_verify
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import AuditEvent
 
 pytestmark = pytest.mark.django_db
@@ -206,7 +206,7 @@ CASES: list[tuple[str, Callable[[], None], int, str]] = [
 @pytest.fixture
 def chains() -> None:
     """Two tenants with ``EVENTS`` events each, appended through the real store."""
-    log = DjangoAuditLog()
+    log = audit_log()
     for n in range(EVENTS):
         log.append(TENANT, actor="agent", kind="note", body={"n": n})
         log.append(OTHER, actor="agent", kind="note", body={"n": n})

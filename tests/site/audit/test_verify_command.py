@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from audit.models import AuditEvent as EventRow
 from audit.selectors import audit_tenants, audit_verify
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from tests.site.audit import child_env
 
 MANAGE = [sys.executable, "manage.py"]
@@ -23,7 +23,7 @@ MANAGE = [sys.executable, "manage.py"]
 
 def append(tenant_id: str, count: int) -> None:
     """Append ``count`` numbered events to a tenant through the real store."""
-    log = DjangoAuditLog()
+    log = audit_log()
     for n in range(count):
         log.append(tenant_id, actor="agent", kind="note", body={"n": n})
 

@@ -13,7 +13,7 @@ from django.test import Client
 
 from approvals.models import Approval, UnknownOutcome
 from approvals.services import approval_decide
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.loop import (
     ActionOutcome,
     ActionStatus,
@@ -197,7 +197,7 @@ def write_hostile_run(tenant_id: str = "t1", run_id: str = "evil") -> Run:
     with transaction.atomic():
         DjangoCheckpointStore().save(state)
         # As the loop does after a stop: the event is what tells the console (the outbox).
-        DjangoAuditLog().append(
+        audit_log().append(
             tenant_id, actor="agent:paper-trader", kind="run.stopped", body={"run_id": run_id, "seq": 1}
         )
     return run

@@ -8,7 +8,7 @@ import pytest
 
 from approvals.models import Approval, UnknownOutcome
 from approvals.services import approval_decide
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from runs.agents import lookups
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -106,6 +106,6 @@ def test_an_agent_that_allows_it_is_settled_by_the_worker_with_the_record(people
     assert order.outcome.settled_by == "confirmer:lookup"
     (entry,) = PaperBrokerage().ledger()
     assert json.loads(order.outcome.output)["order_id"] == entry.result["order_id"] and entry.executions == 1
-    event = next(e for e in DjangoAuditLog().events("t1") if e.kind == "loop.reconciled")
+    event = next(e for e in audit_log().events("t1") if e.kind == "loop.reconciled")
     assert event.body["source"] == "confirmer" and event.body["result_recorded"] is True
     assert not Approval.objects.filter(run_id="k4", status="pending").exists()

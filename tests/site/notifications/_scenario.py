@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from approvals.models import Approval, UnknownOutcome
 from approvals.services import approval_decide, unknown_reconcile
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import DeliveryStatus, WebhookDelivery
 from notifications.webhooks import deliver_due
 from runs.agents.brokerage import PaperBrokerage
@@ -58,7 +58,7 @@ def every_event(op) -> None:
 
     approval = waiting(op, "r-exp", "buy 6 ACME")
     expires = datetime.now(UTC) + timedelta(minutes=10)
-    DjangoAuditLog().append(
+    audit_log().append(
         "t1",
         actor="keelgate:reminders",
         kind="approval.expiring",

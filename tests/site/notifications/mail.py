@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from approvals.models import Approval, UnknownOutcome
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from tenants.models import Membership, Tenant
 
 CONSOLE = "https://console.example.test"
@@ -145,7 +145,7 @@ def waiting_approvals(
     """
     now = datetime.now(UTC)
     rows = []
-    log = DjangoAuditLog()
+    log = audit_log()
     with transaction.atomic():
         for i in range(count):
             run_id, action_id = f"{prefix}-{i:03d}", f"a-{prefix}-{i:03d}"
@@ -187,7 +187,7 @@ def unknown_event(tenant_id: str, run_id: str, action_id: str, tool: str = "plac
         "code": "outcome_unknown",
         "replayed": False,
     }
-    DjangoAuditLog().append(tenant_id, actor="agent:paper-trader", kind="gateway.call", body=body)
+    audit_log().append(tenant_id, actor="agent:paper-trader", kind="gateway.call", body=body)
 
 
 def waiting_unknown(tenant_id: str, run_id: str, *, tool: str = "place_order") -> UnknownOutcome:

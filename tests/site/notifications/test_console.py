@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import WebhookAttempt, WebhookDelivery
 from notifications.webhooks import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
@@ -36,13 +36,13 @@ def test_the_page_shows_attempts_status_codes_and_failures_of_my_tenant_only(ope
     theirs, their_secret = webhook_endpoint_register(
         tenant=t2, url="http://127.0.0.1:9/t2-only-path", actor="eve", description="eve-private-hook"
     )
-    DjangoAuditLog().append(
+    audit_log().append(
         "t1",
         actor="keelgate:reminders",
         kind="approval.expiring",
         body={"run_id": "r-1", "action_id": "1-2", "tool": "place_order", "expires_at": "2030-01-01"},
     )
-    DjangoAuditLog().append(
+    audit_log().append(
         "t2",
         actor="keelgate:reminders",
         kind="approval.expiring",

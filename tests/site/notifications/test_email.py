@@ -11,7 +11,7 @@ from django.test import Client
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.services import approval_decide
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.emails import queue_due, send_due, send_queued
 from notifications.models import EmailBatch, EmailBatchOutcome, EmailCursor
 from runs.agents.brokerage import PaperBrokerage
@@ -315,7 +315,7 @@ def test_an_escalated_approval_is_announced_to_its_role_only(smtp):
     with transaction.atomic():
         Approval.objects.filter(pk=row.pk).update(escalated_to=Role.ADMIN)
         body = {"run_id": row.run_id, "action_id": row.action_id, "tool": row.tool, "escalated_to": "admin"}
-        DjangoAuditLog().append("t9", actor="expiry", kind="approval.escalated", body=body)
+        audit_log().append("t9", actor="expiry", kind="approval.escalated", body=body)
     assert send_due() == 1
     assert [len(smtp.to(a)) for a in ("alice@example.test", "boss@example.test")] == [1, 2]
     assert f"#item-a-{row.pk}" in smtp.to("boss@example.test")[-1].text

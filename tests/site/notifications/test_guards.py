@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from notifications.webhooks import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
@@ -21,7 +21,7 @@ from tests.site.notifications._receiver import hang
 
 
 def append_event(run_id: str = "r1") -> None:
-    DjangoAuditLog().append(
+    audit_log().append(
         "t1",
         actor="keelgate:reminders",
         kind="approval.expiring",

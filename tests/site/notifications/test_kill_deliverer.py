@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from audit.models import AuditEvent
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
 from notifications.webhooks.events import webhook_event
 from notifications.webhooks.outbox import message_id
@@ -94,7 +94,7 @@ def chain_ids() -> set[str]:
 
 def more_events(count: int) -> None:
     for n in range(count):
-        DjangoAuditLog().append(
+        audit_log().append(
             "t1",
             actor="keelgate:reminders",
             kind="approval.expiring",

@@ -122,10 +122,10 @@ def test_a_receiver_that_is_down_fails_once_per_pass_not_for_every_message(opera
 
 def every_event_lite(count: int = 1) -> None:
     """``count`` approval.expiring events appended straight to t1's chain (no runs needed)."""
-    from audit.store import DjangoAuditLog
+    from audit.wiring import audit_log
 
     for n in range(count):
-        DjangoAuditLog().append(
+        audit_log().append(
             "t1",
             actor="keelgate:reminders",
             kind="approval.expiring",

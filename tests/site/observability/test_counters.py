@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY
 
 from audit.models import AuditEvent
 from audit.selectors import audit_verify
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from notifications.models import WebhookAttempt
 from notifications.webhooks.delivery import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
@@ -22,7 +22,7 @@ def sample(name: str, **labels: str) -> float:
 
 def test_a_broken_chain_counts_one_verify_failure_and_a_sound_one_none(transactional_db):
     """audit_verify adds one to keelgate_audit_verify_failures_total per broken report only."""
-    log = DjangoAuditLog()
+    log = audit_log()
     for n in range(3):
         log.append("t9", actor="test", kind="test.event", body={"n": n})
     appended = sample("keelgate_audit_appends_total", kind="test.event")

@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
@@ -52,10 +52,10 @@ def test_a_claim_takes_the_oldest_runnable_run_and_moves_it_under_a_new_epoch(op
     assert claim.pending_limits == run.pending_limits
     assert run.lease_expires_at is not None
     assert timedelta(seconds=29) < run.lease_expires_at - now < timedelta(seconds=31)
-    last = DjangoAuditLog().head("t1")
+    last = audit_log().head("t1")
     assert last is not None and last.kind == "run.status" and last.actor == worker.owner
     assert last.body == {"run_id": "c2", "status": "running", "reason": "claimed"}
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
     assert [worker.claim().run_id, worker.claim().run_id] == ["c3", "c1"]  # type: ignore[union-attr]
 
 
@@ -130,12 +130,12 @@ def test_a_release_is_two_round_trips_on_postgresql_and_refused_under_a_lost_lea
     released: list[bool] = []
     assert _round_trips(lambda: released.append(worker.release(first, RunStatus.STOPPED, reason="x"))) == 2
     assert released == [True] and Run.objects.get(run_id=first.run_id).status == RunStatus.STOPPED
-    last = DjangoAuditLog().head("t1")
+    last = audit_log().head("t1")
     assert last is not None and last.body == {"run_id": first.run_id, "status": "stopped", "reason": "x"}
     Run.objects.filter(pk=second.pk).update(lease_epoch=second.epoch + 1)  # another worker took it over
     assert not worker.release(second, RunStatus.DONE)
     assert Run.objects.get(pk=second.pk).status == RunStatus.RUNNING
-    assert DjangoAuditLog().head("t1") == last
+    assert audit_log().head("t1") == last
 
 
 def test_workers_claiming_at_once_take_different_runs(operator):

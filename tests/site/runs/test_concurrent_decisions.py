@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from keelgate.errors import AlreadyDecidedError
 from runs.agents.brokerage import PaperBrokerage
@@ -103,12 +103,10 @@ def test_ten_simultaneous_decisions_on_one_approval_take_effect_exactly_once(
     assert decided == [state.seq], f"more than one checkpoint records a decision: {decided}"
 
     events = [
-        e
-        for e in DjangoAuditLog().events("t1")
-        if e.kind == "approval.decided" and e.body["run_id"] == run_id
+        e for e in audit_log().events("t1") if e.kind == "approval.decided" and e.body["run_id"] == run_id
     ]
     assert [e.actor for e in events] == [winner]
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
     assert Run.objects.get(tenant_id="t1", run_id=run_id).status == RunStatus.QUEUED
 
 
@@ -198,10 +196,10 @@ def test_edits_racing_each_other_leave_exactly_one_edited_call(deciders, brokera
     losers = [o for o in outcomes if not isinstance(o, Approval)]
     assert len(winners) == 1, outcomes
     assert all(isinstance(o, AlreadyDecidedError) for o in losers), losers
-    edited = [e for e in DjangoAuditLog().events("t1") if e.kind == "approval.edited"]
+    edited = [e for e in audit_log().events("t1") if e.kind == "approval.edited"]
     assert len(edited) == 1
     while worker.run_once():
         pass
     quantity = json.loads(winners[0].arguments)["quantity"]
     assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(quantity, 1)]
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok

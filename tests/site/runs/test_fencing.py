@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from approvals.models import Approval, UnknownOutcome
 from approvals.services import approval_decide, unknown_reconcile
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from keelgate.errors import LeaseLostError
 from keelgate.idempotency import ClaimStatus, KeyStatus
@@ -342,4 +342,4 @@ def test_a_worker_frozen_past_its_lease_neither_repeats_the_order_nor_overwrites
     assert [(e.key, e.executions, e.replays) for e in ledger] == (
         [(order.idempotency_key, 1, 0)] if order.status is ActionStatus.DONE else []
     ), (order.status, ledger)
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok

@@ -6,7 +6,7 @@ import pytest
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.services import approval_decide, run_cancel, unknown_reconcile
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from keelgate.loop import ActionStatus, Phase
 from runs.agents.brokerage import PaperBrokerage
@@ -58,7 +58,7 @@ def test_the_graph_waits_in_the_inbox_and_places_one_order_once_approved(operato
     ]
     phases = [s.phase for s in DjangoCheckpointStore().history("t1", "g1")]
     assert Phase.PLAN in phases and Phase.ACT in phases and phases[-1] is Phase.DONE  # the graph's steps
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
 
 
 def test_deny_runs_nothing_and_the_graph_reports_it(operator, brokerage_path):

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import DatabaseError, connection
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from keelgate.errors import LeaseLostError
 from keelgate.loop import LoopState
@@ -99,7 +99,7 @@ def test_each_statement_is_prepared_with_its_first_use_and_executed_by_name_afte
     shown = expand_prepared(first[0])  # what the bench's counters and profile read
     assert "PREPARE" not in shown and "EXECUTE" not in shown and "FOR UPDATE" in shown
     assert sorted(Checkpoint.objects.values_list("run_id", "seq")) == [("r1", 1), ("r1", 2), ("r2", 1)]
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
 
 
 def test_a_new_connection_prepares_again():

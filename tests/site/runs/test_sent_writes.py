@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection, connections
 
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.errors import StaleCheckpointError
 from keelgate.loop import LoopState
 from runs.engine.loops import commit_group, database_stores
@@ -289,13 +289,13 @@ def test_starting_a_run_that_has_a_checkpoint_is_refused_before_anything_runs(tm
         loop = _loop(ledger)
         first = asyncio.run(loop.run(goal="buy", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="r1"))
         assert first.goal_reached
-        checkpoints, events = Checkpoint.objects.count(), list(DjangoAuditLog().events("t1"))
+        checkpoints, events = Checkpoint.objects.count(), list(audit_log().events("t1"))
         calls = loop.planner.calls  # type: ignore[attr-defined]
         with pytest.raises(RunExistsError):
             asyncio.run(loop.run(goal="again", tenant_id="t1", agent_id="trader", as_of=AS_OF, run_id="r1"))
         assert loop.planner.calls == calls  # type: ignore[attr-defined]
         assert Checkpoint.objects.count() == checkpoints
-        assert list(DjangoAuditLog().events("t1")) == events
+        assert list(audit_log().events("t1")) == events
     finally:
         connections["default"].close()
         ledger.close()

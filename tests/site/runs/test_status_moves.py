@@ -10,7 +10,7 @@ from django.db import transaction
 
 from approvals.models import Approval
 from approvals.services import approval_decide
-from audit.store import DjangoAuditLog
+from audit.wiring import audit_log
 from keelgate.audit import verify
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
@@ -25,7 +25,7 @@ def moves(run_id: str) -> list[tuple[str, str, str]]:
     """(actor kind, status, reason) of the run's ``run.status`` events, oldest first."""
     return [
         ("worker" if ":" in e.actor else e.actor, e.body["status"], e.body.get("reason", ""))
-        for e in DjangoAuditLog().events("t1")
+        for e in audit_log().events("t1")
         if e.kind == "run.status" and e.body["run_id"] == run_id
     ]
 
@@ -48,27 +48,27 @@ def test_a_run_through_the_worker_and_a_decision_leaves_every_move_in_the_chain(
         ("worker", "running", "claimed"),
         ("worker", "done", "goal_reached"),
     ]
-    assert verify(DjangoAuditLog(), "t1").ok
+    assert verify(audit_log(), "t1").ok
 
 
 def test_a_move_whose_condition_no_longer_holds_writes_nothing(operator):
     """A stale expectation (another worker's epoch) changes no row and appends no event."""
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="m2")
-    before = DjangoAuditLog().head("t1")
+    before = audit_log().head("t1")
     assert not run_move(tenant_id="t1", run_id="m2", to=RunStatus.DONE, actor="w", expect={"lease_epoch": 99})
     assert Run.objects.get(run_id="m2").status == RunStatus.QUEUED
-    assert DjangoAuditLog().head("t1") == before
+    assert audit_log().head("t1") == before
 
 
 def test_a_move_and_its_event_roll_back_together(operator):
     """The move joins the caller's transaction: if that rolls back, neither the status nor the event stays."""
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="m3")
-    before = DjangoAuditLog().head("t1")
+    before = audit_log().head("t1")
     with pytest.raises(RuntimeError), transaction.atomic():
         assert run_move(tenant_id="t1", run_id="m3", to=RunStatus.STOPPED, actor="w")
         raise RuntimeError("the caller failed after the move")
     assert Run.objects.get(run_id="m3").status == RunStatus.QUEUED
-    assert DjangoAuditLog().head("t1") == before
+    assert audit_log().head("t1") == before
 
 
 def _status_writes(path: Path) -> list[int]:
