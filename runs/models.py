@@ -6,13 +6,12 @@ and filters, plus the worker's lease (owner, expiry and a fencing epoch).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, models
+from django.db import models
 from django.db.models import Q, Subquery
 from django.db.models.functions import Coalesce
 
@@ -103,21 +102,19 @@ class CheckpointManager(models.Manager["Checkpoint"]):
         run_id: str,
         codec: CheckpointCodec | None = None,
         *,
-        query: Callable[[str, list[Any]], Sequence[tuple[Any, ...]]] | None = None,
+        rows: Iterable[Sequence[Any]] | None = None,
     ) -> list[str]:
         """The JSON of the run's checkpoints from its newest keyframe on: the last is the latest.
 
-        Empty if the run has no checkpoint. ``query`` runs the read (a commit group's, so
-        that it goes prepared), else a cursor does.
+        Empty if the run has no checkpoint. ``rows``: those rows (``seq, base_seq, data,
+        state``), read already by the caller (the PostgreSQL store's prepared statement).
         """
         codec = codec or CheckpointCodec()
-        params: list[Any] = [tenant_id, run_id, tenant_id, run_id]
-        if query is not None:
-            rows = list(query(_chain_sql(), params))
-        else:
-            with connection.cursor() as cursor:
-                cursor.execute(_chain_sql(), params)
-                rows = cursor.fetchall()
+        if rows is None:
+            run = self.filter(tenant_id=tenant_id, run_id=run_id)
+            keyframe = run.filter(base_seq__isnull=True).order_by("-seq").values("seq")[:1]
+            newest = run.filter(seq__gte=Coalesce(Subquery(keyframe), 0)).order_by("seq")
+            rows = newest.values_list("seq", "base_seq", "data", "state")
         try:
             return codec.decode(tenant_id, run_id, map(_stored, rows))
         except CheckpointUnreadableError:
@@ -210,19 +207,6 @@ def _stored(row: Sequence[Any]) -> StoredCheckpoint:
     """A row ``(seq, base_seq, data, state, ..)`` as the codec reads it."""
     data = row[2]
     return StoredCheckpoint(row[0], row[1], None if data is None else bytes(data), row[3] or "")
-
-
-@functools.cache
-def _chain_sql() -> str:
-    """The rows a load decodes, by hand (it runs at every run's start): from the newest keyframe on."""
-    qn = connection.ops.quote_name
-    table = qn(Checkpoint._meta.db_table)
-    run = f"{qn('tenant_id')} = %s AND {qn('run_id')} = %s"
-    return (
-        f"SELECT {qn('seq')}, {qn('base_seq')}, {qn('data')}, {qn('state')} FROM {table}"
-        f" WHERE {run} AND {qn('seq')} >= COALESCE((SELECT MAX({qn('seq')}) FROM {table}"
-        f" WHERE {run} AND {qn('base_seq')} IS NULL), 0) ORDER BY {qn('seq')}"
-    )
 
 
 class Checkpoint(models.Model):

@@ -13,8 +13,9 @@ from keelgate.gateway import Gateway, Grants, SideEffect
 from keelgate.loop import Loop, LoopType, StopReason
 from runs.agents import Agent, load_agent
 from runs.agents.lookups import LookupConfirmer
-from runs.engine.fencing import Fence, ServerFence
+from runs.engine.fencing import Fence
 from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from runs.engine.stores_postgresql import PostgresCheckpointStore, PostgresIdempotencyStore, ServerFence
 from sitekit.commits import DjangoCommitGroup
 from sitekit.postgresql.commits import PostgresCommitGroup
 
@@ -41,6 +42,12 @@ def database_stores(
         group = commit_group(fence)
     elif fence is not None:
         raise ValueError("a fence is a new group's: the given group keeps its own")
+    if isinstance(group, PostgresCommitGroup):
+        return (
+            PostgresCheckpointStore(group=group, locked=locked),
+            PostgresIdempotencyStore(group=group),
+            audit_log(group=group),
+        )
     return (
         DjangoCheckpointStore(group=group, locked=locked),
         DjangoIdempotencyStore(group=group),

@@ -10,6 +10,8 @@ from keelgate.testing.contract.audit import AuditLogContract
 from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract
 from keelgate.testing.contract.idempotency import IdempotencyStoreContract
 from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
+from runs.engine.stores_postgresql import PostgresCheckpointStore, PostgresIdempotencyStore
+from sitekit.postgresql.commits import PostgresCommitGroup
 from tests.site.runs._batch import require_postgres
 
 
@@ -44,3 +46,30 @@ class TestPostgresAuditLog(AuditLogContract):
     def make_log(self, transactional_db):
         require_postgres("the PostgreSQL implementation")
         return PostgresAuditLog
+
+
+def _postgresql(store: type) -> object:
+    """A factory of ``store`` (a PostgreSQL store) on a PostgreSQL commit group of its own."""
+
+    def make(*args: object, **kwargs: object) -> object:
+        return store(*args, group=PostgresCommitGroup(), **kwargs)
+
+    return make
+
+
+class TestPostgresCheckpointStore(HistoryCheckpointStoreContract):
+    """Checkpoints by PostgreSQL's own statements (``runs.engine.stores_postgresql``)."""
+
+    @pytest.fixture
+    def make_store(self, transactional_db):
+        require_postgres("the PostgreSQL implementation")
+        return _postgresql(PostgresCheckpointStore)
+
+
+class TestPostgresIdempotencyStore(IdempotencyStoreContract):
+    """Idempotency keys by PostgreSQL's own statements."""
+
+    @pytest.fixture
+    def make_store(self, transactional_db):
+        require_postgres("the PostgreSQL implementation")
+        return _postgresql(PostgresIdempotencyStore)
