@@ -10,27 +10,28 @@ that becomes runnable is announced on ``runs.signals.run_queued`` after the comm
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connection, transaction
-from django.db.models import Count, Max, Min, Sum
+from django.db import transaction
+from django.db.models import Count, F, Max, Min, Q, Sum
 from django.db.models.functions import Coalesce, Length
 from django.utils import timezone
 
 from audit.wiring import audit_log
 from keelgate.errors import RunExistsError
 from keelgate.loop import LoopLimits, LoopState, StopReason
+from runs import postgresql
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
 from runs.signals import run_queued
 from sitekit.commits import DjangoCommitGroup
-from sitekit.db import converted_rows, db_values, quoted_column, unique_or_none, update_sql
+from sitekit.db import unique_or_none
 from sitekit.errors import NotFoundError, NotResumableError
+from sitekit.postgresql.commits import PostgresCommitGroup
 from tenants.access import require_role
 from tenants.models import Role
 
@@ -67,19 +68,17 @@ def run_move(
     longer matches, nothing is written and the answer is False. The ``run.status``
     audit event commits with the move, inside the caller's transaction if there is one.
 
-    ``group`` (a commit group whose transaction is open): the
-    move is sent with the writes waiting in it, and its audit event waits for its next
-    round trip, as the engine's own writes do.
+    ``group`` (a commit group whose transaction is open): the move goes through its row
+    writer, on PostgreSQL with the writes waiting in it, and its audit event waits for
+    its next round trip, as the engine's own writes do.
     """
     values = {"status": to, "updated_at": timezone.now(), **fields}
     where = {"tenant_id": tenant_id, "run_id": run_id, **(expect or {})}
     with group.write() if group is not None else transaction.atomic(savepoint=False):
-        if not _plain(values, where):  # a lookup, NULL or an expression (``F("lease_epoch") + 1``)
+        if group is not None:
+            moved = group.rows.update_where(Run, where, values)
+        else:
             moved = Run.objects.filter(**where).update(**values)
-        else:  # the statement without the ORM building it each time
-            sql = update_sql(Run, tuple(values), tuple(where))
-            params = [*db_values(Run, values), *db_values(Run, where)]
-            moved = group.query(sql, params).rowcount if group is not None else _execute(sql, params)
         if moved:
             body = {"run_id": run_id, "status": str(to)}
             if reason:
@@ -96,64 +95,43 @@ def run_claim(
     """Move the oldest runnable run (queued, or running under an expired lease) to RUNNING
     for ``owner``, bumping its lease epoch; its ``columns`` as moved, or None.
 
-    One statement picks and moves the run (on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so
-    workers claiming at once take different runs; on SQLite the IMMEDIATE transaction
-    holds the write lock), sent by ``group`` (a commit group whose transaction is
-    open) with its ``BEGIN``; the ``run.status`` audit event goes with the commit.
-    The ORM built the pick and the move as two statements, each built anew at every claim.
+    Inside ``group``'s open transaction: the pick locks the run (``FOR UPDATE SKIP
+    LOCKED`` on PostgreSQL, so workers claiming at once take different runs; on SQLite
+    the IMMEDIATE transaction holds the write lock) until the commit, with which the
+    ``run.status`` audit event goes. On PostgreSQL the pick and the move are one
+    statement (:func:`runs.postgresql.claim`).
     """
     now = timezone.now()
     lease_until = now + timedelta(seconds=lease_seconds)
-    sets = dict(zip(_CLAIM_SETS, (RunStatus.RUNNING, now, owner, lease_until), strict=True))
-    params = [
-        *db_values(Run, sets),
-        RunStatus.QUEUED,
-        RunStatus.RUNNING,
-        *db_values(Run, {"updated_at": now}),
-    ]
-    rows = converted_rows(Run, columns, group.query(_claim_sql(connection.vendor, columns), params).rows)
-    if not rows:
+    if isinstance(group, PostgresCommitGroup):
+        claimed = postgresql.claim(group, owner=owner, now=now, lease_until=lease_until, columns=columns)
+    else:
+        claimed = _claim(owner=owner, now=now, lease_until=lease_until, columns=columns)
+    if claimed is None:
         return None
-    claimed = rows[0]
     body = {"run_id": claimed["run_id"], "status": str(RunStatus.RUNNING), "reason": "claimed"}
     audit_log(group=group).record(claimed["tenant_id"], actor=owner, kind="run.status", body=body)
     return claimed
 
 
-_CLAIM_SETS = ("status", "updated_at", "lease_owner", "lease_expires_at")
-
-
-@functools.cache
-def _claim_sql(vendor: str, columns: tuple[str, ...]) -> str:
-    qn = connection.ops.quote_name
-    table = qn(Run._meta.db_table)
-
-    def col(name: str) -> str:
-        return quoted_column(Run, name)
-
-    lock = " FOR UPDATE SKIP LOCKED" if vendor == "postgresql" else ""
-    sets = ", ".join(f"{col(n)} = %s" for n in _CLAIM_SETS)
-    return (
-        f"UPDATE {table} SET {sets}, {col('lease_epoch')} = {col('lease_epoch')} + 1,"
-        f" {col('attempts')} = {col('attempts')} + 1"
-        f" WHERE {col('id')} = (SELECT {col('id')} FROM {table}"
-        f" WHERE {col('status')} = %s OR ({col('status')} = %s AND {col('lease_expires_at')} < %s)"
-        f" ORDER BY {col('updated_at')}, {col('id')} LIMIT 1{lock})"
-        f" RETURNING {', '.join(col(n) for n in columns)}"
+def _claim(
+    *, owner: str, now: datetime, lease_until: datetime, columns: tuple[str, ...]
+) -> dict[str, Any] | None:
+    runnable = Q(status=RunStatus.QUEUED) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    picked = Run.objects.select_for_update(skip_locked=True).filter(runnable).order_by("updated_at", "id")
+    pk = picked.values_list("pk", flat=True).first()
+    if pk is None:
+        return None
+    Run.objects.filter(pk=pk).update(
+        status=RunStatus.RUNNING,
+        updated_at=now,
+        lease_owner=owner,
+        lease_expires_at=lease_until,
+        lease_epoch=F("lease_epoch") + 1,
+        attempts=F("attempts") + 1,
     )
-
-
-def _execute(sql: str, params: list[Any]) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
-
-
-def _plain(values: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
-    """Only values to set and equalities to match: no lookup, no NULL, no expression."""
-    expressions = any(hasattr(v, "resolve_expression") for v in (*values.values(), *where.values()))
-    lookups = any("__" in name or value is None for name, value in where.items())
-    return not expressions and not lookups
+    row: dict[str, Any] = Run.objects.filter(pk=pk).values(*columns).get()
+    return row
 
 
 def _announce_queued(tenant_id: str, run_id: str) -> None:

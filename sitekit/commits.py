@@ -34,7 +34,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
 from keelgate.commits import CommitGroup
-from sitekit.db import db_values, insert_sql, quoted_column, update_sql
 
 __all__ = ["Check", "DjangoCommitGroup", "Guard", "Result", "RowWriter"]
 
@@ -293,13 +292,14 @@ _: type[CommitGroup] = DjangoCommitGroup  # the engine's protocol, checked by my
 
 
 class RowWriter:
-    """Writes to a model's rows that join a group's open transaction, none answered.
+    """Writes to a model's rows that join a group's open transaction (inside its ``write``).
 
     What a layer above gets to write with inside a lower layer's transaction (the inbox,
-    projected on ``runs.signals.checkpoint_saved``): rows and field values, never SQL.
-    Each write goes through the group (:meth:`DjangoCommitGroup.send`), so on PostgreSQL it
-    travels in the message of the transaction's next statement; one that fails aborts
-    the transaction it joined.
+    projected on ``runs.signals.checkpoint_saved``) and what a service moves a row with
+    (``runs.services.run_move``): models and field values, never SQL. Here each is the
+    ORM's statement, run at once; the PostgreSQL group's writer
+    (:class:`sitekit.postgresql.rows.PostgresRowWriter`) sends the unanswered ones with
+    the transaction's next round trip.
     """
 
     def __init__(self, group: DjangoCommitGroup) -> None:
@@ -307,26 +307,24 @@ class RowWriter:
 
     def insert_missing(self, model: type[Model], key: Mapping[str, Any], values: Mapping[str, Any]) -> None:
         """Insert the row ``key`` + ``values`` unless a row with that (unique) ``key`` exists."""
-        names = (*key, *values)
-        conflict = ", ".join(quoted_column(model, name) for name in key)
-        sql = insert_sql(model, names, f" ON CONFLICT ({conflict}) DO NOTHING")
-        self.group.send(sql, db_values(model, {**key, **values}))
+        model._default_manager.bulk_create([model(**key, **values)], ignore_conflicts=True)
 
     def update_changed(self, model: type[Model], key: Mapping[str, Any], values: Mapping[str, Any]) -> None:
         """Set ``values`` on the row ``key`` only where one of them differs: a row already
         so is neither rewritten nor locked, so it never waits for (or holds up) a
         transaction that has it locked."""
-        values_db = db_values(model, dict(values))
-        sql = update_sql(model, tuple(values), tuple(key), if_changed=True)
-        self.group.send(sql, [*values_db, *db_values(model, dict(key)), *values_db])
+        model._default_manager.filter(**key).exclude(**values).update(**values)
 
     def update(self, row: Model, values: Mapping[str, Any]) -> None:
         """Set ``values`` on ``row`` (a row this transaction holds locked) and on the stored row."""
-        model = type(row)
-        sql = update_sql(model, tuple(values), ("pk",))
-        self.group.send(sql, [*db_values(model, dict(values)), row.pk])
+        type(row)._default_manager.filter(pk=row.pk).update(**values)
         for name, value in values.items():
             setattr(row, name, value)
+
+    def update_where(self, model: type[Model], where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
+        """Set ``values`` on the rows matching ``where`` (lookups and expressions allowed);
+        how many matched."""
+        return int(model._default_manager.filter(**where).update(**values))
 
 
 def run_all(undos: list[Callable[[], None]]) -> None:

@@ -24,59 +24,6 @@ def unique_or_none(queryset: QuerySet[Model, _M]) -> _M | None:
     return next(iter(queryset.order_by()[:1]), None)
 
 
-def insert_sql(model: type[Model], columns: tuple[str, ...], tail: str = "") -> str:
-    """``INSERT INTO <table> (<columns>) VALUES (%s, ..)<tail>``, built once per statement.
-
-    For the hot paths that write by hand because the ORM costs several times each
-    query. ``tail`` (``ON CONFLICT ..``, ``RETURNING ..``) quotes names with double
-    quotes, as both supported databases, PostgreSQL and SQLite, do.
-    """
-    return _insert_sql(connection.vendor, model, columns, tail)
-
-
-@functools.cache
-def _insert_sql(vendor: str, model: type[Model], columns: tuple[str, ...], tail: str) -> str:
-    qn = connection.ops.quote_name
-    return (
-        f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(map(qn, columns))})"
-        f" VALUES ({', '.join(['%s'] * len(columns))}){tail}"
-    )
-
-
-def update_sql(
-    model: type[Model], columns: tuple[str, ...], where: tuple[str, ...], *, if_changed: bool = False
-) -> str:
-    """``UPDATE <table> SET <column> = %s, .. WHERE <column> = %s AND ..``, built once per shape.
-
-    Names are field names (or ``pk``); :func:`db_values` adapts the values in the same order.
-    ``if_changed`` adds ``AND (<columns>) IS DISTINCT FROM (%s, ..)`` (SQLite: ``IS NOT``),
-    taking the set values a second time: a row already so is neither rewritten nor
-    locked, and a row another transaction has locked is not waited for.
-    """
-    return _update_sql(connection.vendor, model, columns, where, if_changed)
-
-
-@functools.cache
-def _update_sql(
-    vendor: str, model: type[Model], columns: tuple[str, ...], where: tuple[str, ...], if_changed: bool
-) -> str:
-    qn = connection.ops.quote_name
-    sets = ", ".join(f"{quoted_column(model, name)} = %s" for name in columns)
-    conditions = " AND ".join(f"{quoted_column(model, name)} = %s" for name in where)
-    sql = f"UPDATE {qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
-    if not if_changed:
-        return sql
-    distinct = "IS DISTINCT FROM" if vendor == "postgresql" else "IS NOT"  # SQLite compares row values so
-    names = ", ".join(quoted_column(model, name) for name in columns)
-    return f"{sql} AND ({names}) {distinct} ({', '.join(['%s'] * len(columns))})"
-
-
-def db_values(model: type[Model], values: dict[str, Any]) -> list[Any]:
-    """``values`` (field name to Python value) as the database takes them, as the ORM
-    adapts them for a write (a JSON field's value becomes the driver's JSON wrapper)."""
-    return [_field(model, name).get_db_prep_save(value, connection) for name, value in values.items()]
-
-
 def keyset_values(
     model: type[Model],
     columns: tuple[str, ...],

@@ -45,7 +45,8 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
-from sitekit.commits import Check, DjangoCommitGroup, Result, _Txn, run_all
+from sitekit.commits import Check, DjangoCommitGroup, Result, RowWriter, _Txn, run_all
+from sitekit.postgresql.rows import PostgresRowWriter
 
 __all__ = ["PostgresCommitGroup", "expand_prepared"]
 
@@ -68,6 +69,11 @@ class PostgresCommitGroup(DjangoCommitGroup):
 
     def _txn(self) -> _PgTxn | None:
         return getattr(self._local, "txn", None)
+
+    @functools.cached_property
+    def rows(self) -> RowWriter:
+        """Row writes sent with the transaction's messages (:mod:`sitekit.postgresql.rows`)."""
+        return PostgresRowWriter(self)
 
     def barrier(self) -> None:
         """Outside code runs next: park what holds nothing yet, else flush.
