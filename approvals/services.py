@@ -8,15 +8,15 @@ lock makes the second wait and then see the first decision, so exactly one takes
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from approvals import postgresql
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from audit.wiring import audit_log
 from keelgate.errors import (
@@ -34,9 +34,10 @@ from runs.engine.loops import build_loop, commit_group
 from runs.models import Run, RunStatus
 from runs.services import run_move, run_requeue
 from sitekit.commits import DjangoCommitGroup
-from sitekit.db import model_from_row, select_columns, unique_or_none
+from sitekit.db import unique_or_none
 from sitekit.errors import BulkNotAllowedError, NotFoundError
-from tenants.access import require_held_role, require_role, role_in_sql
+from sitekit.postgresql.commits import PostgresCommitGroup
+from tenants.access import require_held_role, require_role, role_in
 from tenants.models import Role
 
 Decision = Literal["approve", "deny"]
@@ -345,26 +346,17 @@ def approvals_warn() -> int:
 def _lock_with_role(
     group: DjangoCommitGroup, tenant_id: str, approval_id: int, user: Any
 ) -> tuple[Approval, str | None] | None:
-    """The approval, locked until the transaction ends, and the caller's role in its tenant:
-    one statement, written by hand (the ORM spent a tenth of an approve's CPU building it),
-    and the group's first, so that on PostgreSQL the ``BEGIN`` goes in its message."""
-    role, role_params = role_in_sql(user, tenant_id)
-    answer = group.query(_lock_with_role_sql(connection.vendor, role), [*role_params, tenant_id, approval_id])
-    if not answer.rows:
-        return None
-    *columns, held = answer.rows[0]
-    return model_from_row(Approval, columns), held
-
-
-@functools.cache
-def _lock_with_role_sql(vendor: str, role: str) -> str:
-    qn = connection.ops.quote_name
-    table = qn(Approval._meta.db_table)
-    lock = f" FOR UPDATE OF {table}" if connection.features.has_select_for_update_of else ""
-    return (
-        f"SELECT {select_columns(Approval)}, {role} FROM {table}"
-        f" WHERE {table}.{qn('tenant_id')} = %s AND {table}.{qn('id')} = %s{lock}"
+    """The approval, locked until the transaction ends, and the caller's role in its tenant
+    (None without a membership). On PostgreSQL one statement, the group's first, so that
+    its ``BEGIN`` goes in its message (:func:`approvals.postgresql.lock_with_role`)."""
+    if isinstance(group, PostgresCommitGroup):
+        return postgresql.lock_with_role(group, tenant_id, approval_id, user)
+    approval = unique_or_none(
+        Approval.objects.select_for_update().filter(tenant_id=tenant_id, pk=approval_id)
     )
+    if approval is None:
+        return None
+    return approval, role_in(user, tenant_id)
 
 
 def _lock_pending(pk: int) -> Approval | None:

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
 from sitekit.errors import ForbiddenError, NotFoundError
-from tenants.models import ROLE_RANK, Membership, Role, Tenant
+from tenants.models import ROLE_RANK, Membership, Role
 
 
 def tenant_ids_for(user: Any) -> list[str]:
@@ -33,23 +31,15 @@ def require_role(user: Any, tenant_id: str, role: str = Role.VIEWER) -> Membersh
     return membership
 
 
-def role_in_sql(user: Any, tenant_id: str) -> tuple[str, list[Any]]:
-    """The user's role in the tenant as a scalar subquery (SQL text and parameters), for a
-    write that checks it in the statement that locks its row (one round trip, not two);
-    NULL for no membership. See :func:`require_held_role`."""
-    qn = connection.ops.quote_name
-    membership, tenant = Membership._meta.db_table, Tenant._meta.db_table
-    sql = (
-        f"(SELECT m.{qn('role')} FROM {qn(membership)} m"
-        f" JOIN {qn(tenant)} t ON t.{qn('id')} = m.{qn('tenant_id')}"
-        f" WHERE m.{qn('user_id')} = %s AND t.{qn('slug')} = %s LIMIT 1)"
-    )
-    authenticated = user is not None and user.is_authenticated
-    return sql, [user.pk if authenticated else None, tenant_id]
+def role_in(user: Any, tenant_id: str) -> str | None:
+    """The user's role in the tenant, or None for no membership. See :func:`require_held_role`."""
+    if user is None or not user.is_authenticated:
+        return None
+    return Membership.objects.filter(user=user, tenant__slug=tenant_id).values_list("role", flat=True).first()
 
 
 def require_held_role(held: str | None, role: str) -> list[str]:
-    """The roles ``held`` (from :func:`role_in_sql`) includes, if it allows ``role``.
+    """The roles ``held`` (from :func:`role_in`, or a decision's lock) includes, if it allows ``role``.
 
     No membership is NotFoundError, as in :func:`require_role`; a lower role is ForbiddenError.
     """
