@@ -170,13 +170,12 @@ def profile_postgres(steps: int) -> None:
     from django.db import connections
 
     from bench.step_postgres import _new_runs, keelgate_step
-    from sitekit.postgresql.commits import expand_prepared
 
     times: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
 
     def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        runs = expand_prepared(sql)  # the commit group's statements go prepared
+        runs = sql  # a commit group's message: its statements joined by "; "
         group = next(
             (name for pattern, name in _GROUPS if re.search(pattern, runs, re.S)), "other: " + runs[:60]
         )

@@ -47,9 +47,7 @@ class DjangoTxnCounter:
         self._dirty = False
 
     def _execute(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
-        from sitekit.postgresql.commits import expand_prepared
-
-        text = expand_prepared(sql).lstrip().upper()  # the group's statements go prepared
+        text = sql.lstrip().upper()  # a commit group's message: its statements joined by "; "
         write = text.startswith(_WRITE_HEADS) or "FOR UPDATE" in text
         self.queries += 1
         if self.wrapper.in_atomic_block:

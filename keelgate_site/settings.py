@@ -143,10 +143,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 else:
     # One test database per test process, so two suites on one machine never collide.
     DATABASES["default"]["TEST"] = {"NAME": f"test_keelgate_{os.getpid()}"}
-    # KEELGATE_DB_PREPARE=0: the engine's commit groups send their statements unprepared
-    # (sitekit.postgresql.commits), for a pooler that shares server sessions (PgBouncer in
-    # transaction mode).
+    # The commit groups (sitekit.postgresql.commits) ask psycopg to prepare their statements
+    # (prepare=True), which it does only with a prepare_threshold (Django's default, None,
+    # prepares nothing); the ORM's client-side cursors never prepare. KEELGATE_DB_PREPARE=0
+    # keeps None and the groups ask for nothing, for a pooler that shares server sessions
+    # (PgBouncer in transaction mode).
     KEELGATE_DB_PREPARE = os.environ.get("KEELGATE_DB_PREPARE", "1") != "0"
+    if KEELGATE_DB_PREPARE:
+        DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5  # psycopg's default
     _POOL = int(os.environ.get("KEELGATE_DB_POOL", "0"))
     if _POOL > 0:
         # Django's backend, but the pool checks a lent connection without a query (a

@@ -2,7 +2,7 @@
 
 Round trips are most of a step's cost on PostgreSQL. A write whose answer nobody needs
 yet (the fence, a checkpoint insert, an audit row) is *sent*
-(:meth:`PostgresCommitGroup.send`): it waits, bound on the client, and goes to the server
+(:meth:`PostgresCommitGroup.send`): it waits, with its parameters, and goes to the server
 in one message with the next statement that needs an answer
 (:meth:`PostgresCommitGroup.query`, any ORM query, or the commit). A sent write either
 refuses itself on the server (``keelgate_refuse``, migration ``runs.0004``: a worker's
@@ -13,12 +13,13 @@ whole transaction back, and what a store remembered of its writes goes with it
 first message and ``COMMIT`` with the last one when no check is outstanding, so a
 transaction of any size costs one or two round trips.
 
-Each statement the group sends is prepared once per connection (``PREPARE``, in the
-message that first uses it; :class:`_Prepared`) and then sent as ``EXECUTE name(...)``:
-the server parses and plans the checkpoint, key and audit statements once instead of at
-every save. ``KEELGATE_DB_PREPARE=0`` turns this off for a pooler that shares one server
-session between clients (PgBouncer in transaction mode): there a session's prepared
-statements are not its own.
+The batching and the prepared statements are psycopg's: a message is one
+``Connection.pipeline()`` block (``BEGIN``, the writes, the statement that needs an
+answer, ``COMMIT``, then one sync), and each statement goes with ``prepare=True``, so
+psycopg parses and plans it once per connection, in the message that first uses it,
+and executes it by name after. ``KEELGATE_DB_PREPARE=0`` turns preparing off for a
+pooler that shares one server session between clients (PgBouncer in transaction mode):
+there a session's prepared statements are not its own.
 
 At a barrier (``keelgate.commits``: outside code runs next) writes that were only bound
 on the client hold no lock, so :meth:`PostgresCommitGroup.barrier` parks them outside any
@@ -33,13 +34,11 @@ readable default's, :class:`sitekit.commits.DjangoCommitGroup`.
 from __future__ import annotations
 
 import functools
-import hashlib
-import re
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -48,19 +47,17 @@ from keelgate.errors import LeaseLostError, StaleCheckpointError, StoreError
 from sitekit.commits import Check, DjangoCommitGroup, Result, RowWriter, _Txn, run_all
 from sitekit.postgresql.rows import PostgresRowWriter
 
-__all__ = ["PostgresCommitGroup", "expand_prepared"]
+__all__ = ["PostgresCommitGroup"]
 
 
 @dataclass
 class _PgTxn(_Txn):
     """The open transaction, with what waits to be sent."""
 
-    pending: list[tuple[str, Check | None]] = field(default_factory=list)
+    pending: list[tuple[str, Sequence[Any], Check | None]] = field(default_factory=list)
     sending: bool = False
-    binder: Any = None
-    """A psycopg client cursor, for binding parameters without a round trip."""
     prepares: bool = False
-    """Statements go as ``EXECUTE`` of prepared ones (``KEELGATE_DB_PREPARE``)."""
+    """Statements go prepared (``KEELGATE_DB_PREPARE``)."""
 
 
 class PostgresCommitGroup(DjangoCommitGroup):
@@ -78,7 +75,7 @@ class PostgresCommitGroup(DjangoCommitGroup):
     def barrier(self) -> None:
         """Outside code runs next: park what holds nothing yet, else flush.
 
-        Writes bound on the client but never sent (no ``BEGIN`` yet) hold no lock: they
+        Writes waiting on the client, never sent (no ``BEGIN`` yet), hold no lock: they
         leave Django's transaction (so outside code on this connection runs as if they
         did not exist) and go with the next flush, saving its commit. Once anything was
         sent, the barrier flushes.
@@ -108,7 +105,7 @@ class PostgresCommitGroup(DjangoCommitGroup):
             return
         if txn.failed is not None:
             raise txn.failed
-        txn.pending.append((_bound(txn.binder, txn.prepares, sql, params), check))
+        txn.pending.append((sql, list(params), check))
 
     def query(self, sql: str, params: Sequence[Any], *, commit: bool = False) -> Result:
         """A statement whose answer is needed now, sent with every write waiting before it.
@@ -128,9 +125,9 @@ class PostgresCommitGroup(DjangoCommitGroup):
         if txn.failed is not None:
             raise txn.failed
         fused = (
-            commit and txn.outermost and not self._whole() and all(check is None for _, check in txn.pending)
+            commit and txn.outermost and not self._whole() and all(check is None for *_, check in txn.pending)
         )
-        answer = self._send(txn, last=_bound(txn.binder, txn.prepares, sql, params), commit=fused)
+        answer = self._send(txn, last=(sql, params), commit=fused)
         assert answer is not None
         if fused:
             self._end(txn, rollback=False)
@@ -144,7 +141,6 @@ class PostgresCommitGroup(DjangoCommitGroup):
     def _opened(self, txn: _Txn) -> None:
         assert isinstance(txn, _PgTxn)
         txn.conn.ensure_connection()
-        txn.binder = txn.conn.connection.cursor()
         txn.prepares = _prepares()
         txn.conn.execute_wrappers.append(self._before_query)
         parked = getattr(self._local, "parked", None)
@@ -172,8 +168,6 @@ class PostgresCommitGroup(DjangoCommitGroup):
 
     def _end(self, txn: _Txn, *, rollback: bool) -> None:
         assert isinstance(txn, _PgTxn)
-        if txn.binder is not None:
-            txn.binder.close()
         if self._before_query in txn.conn.execute_wrappers:
             txn.conn.execute_wrappers.remove(self._before_query)
         super()._end(txn, rollback=rollback)
@@ -185,13 +179,15 @@ class PostgresCommitGroup(DjangoCommitGroup):
             self._send(txn)
         return execute(sql, params, many, context)
 
-    def _send(self, txn: _PgTxn, *, last: str | None = None, commit: bool = False) -> Result | None:
+    def _send(
+        self, txn: _PgTxn, *, last: tuple[str, Sequence[Any]] | None = None, commit: bool = False
+    ) -> Result | None:
         """One round trip: the waiting writes, then ``last`` or the commit; then the checks."""
         pending, txn.pending = txn.pending, []
-        parts = [sql for sql, _ in pending]
+        statements: list[tuple[str, Sequence[Any] | None]] = [(sql, params) for sql, params, _ in pending]
         if last is not None:
-            parts.append(last)
-        if not parts:
+            statements.append(last)
+        if not statements:
             return None
         pg = txn.conn.connection  # the psycopg connection
         begin = txn.outermost and pg.info.transaction_status == _IDLE
@@ -200,28 +196,23 @@ class PostgresCommitGroup(DjangoCommitGroup):
             # psycopg leaves transaction control to the statements; Django turns it back
             # on when the atomic block ends.
             pg.autocommit = True
-            parts.insert(0, "BEGIN")
-        fused_commit = commit and txn.outermost and all(check is None for _, check in pending)
-        if fused_commit:
-            parts.append("COMMIT")
-        prepared = _Prepared.on(pg)
-        preamble = prepared.preamble(parts)
+            statements.insert(0, ("BEGIN", None))
+        if commit and txn.outermost and all(check is None for *_, check in pending):
+            statements.append(("COMMIT", None))
         txn.sending = True
         try:
-            results = self._execute_raw(txn.conn, txn.binder, "; ".join([*preamble, *parts]))
+            results = self._pipeline(txn.conn, statements, prepare=txn.prepares)
         except BaseException as exc:
             refused = _refusal(exc)
-            if preamble and refused is None:  # a refusal comes from past the preamble: it all ran
-                prepared.lost()
             txn.failed = refused or exc
             if refused is not None:
                 raise refused from exc
             raise
         finally:
             txn.sending = False
-        answers = results[len(preamble) + int(begin) :]
+        answers = results[int(begin) :]
         try:
-            for (_, check), result in zip(pending, answers, strict=False):
+            for (*_, check), result in zip(pending, answers, strict=False):
                 if check is not None:
                     check(result)
         except BaseException as exc:
@@ -233,46 +224,44 @@ class PostgresCommitGroup(DjangoCommitGroup):
         """A query outside the group's transactions, prepared as its writes are: alone in
         autocommit, or in the caller's own transaction."""
         conn.ensure_connection()
-        pg = conn.connection
-        cursor = pg.cursor()
-        try:
-            text = _bound(cursor, True, sql, params)
-            prepared = _Prepared.on(pg)
-            preamble = prepared.preamble([text])
-            try:
-                results = self._execute_raw(conn, cursor, "; ".join([*preamble, text]))
-            except BaseException as exc:
-                if preamble and _refusal(exc) is None:
-                    prepared.lost()
-                raise
-        finally:
-            cursor.close()
-        return results[-1]
+        return self._pipeline(conn, [(sql, params)], prepare=True)[0]
 
-    def _execute_raw(self, conn: BaseDatabaseWrapper, cursor: Any, text: str) -> list[Result]:
-        """Run ``text`` (bound already) on the psycopg cursor, past Django's cursor wrapper.
+    def _pipeline(
+        self, conn: BaseDatabaseWrapper, statements: list[tuple[str, Sequence[Any] | None]], *, prepare: bool
+    ) -> list[Result]:
+        """Run ``statements`` in one psycopg pipeline (one sync, one round trip), each
+        prepared if ``prepare``, past Django's cursor wrapper.
 
         That wrapper's per-call work (async-safety checks, connection lookups) was a
         tenth of a step's Python; its database-error translation and any execute
-        wrappers but this group's own (the benchmarks count queries with one) still apply.
+        wrappers but this group's own (the benchmarks and tests count round trips with
+        one) still apply, once per message, which they see as its statements joined
+        by ``; ``.
         """
+        pg = conn.connection
 
         def run(sql: str, params: Any, many: bool, context: Any) -> list[Result]:
-            cursor.execute(sql)
+            cursors = []
+            with pg.pipeline():
+                for statement, values in statements:
+                    cursor = psycopg.Cursor(pg)  # binding on the server, so it can be prepared
+                    cursor.execute(statement, values, prepare=prepare and values is not None)
+                    cursors.append(cursor)
             results = []
-            while True:
+            for cursor in cursors:
+                result = cursor.pgresult
                 # The result's status, not ``description``: that builds column objects.
-                rows = cursor.fetchall() if cursor.pgresult.status == _TUPLES_OK else []
+                rows = cursor.fetchall() if result is not None and result.status == _TUPLES_OK else []
                 results.append(Result(cursor.rowcount, rows))
-                if not cursor.nextset():
-                    return results
+            return results
 
         executor: Callable[..., list[Result]] = run
         for wrapper in reversed(conn.execute_wrappers):
             if wrapper != self._before_query:
                 executor = functools.partial(wrapper, executor)
+        text = "; ".join(statement for statement, _ in statements)
         with conn.wrap_database_errors:
-            return executor(text, None, False, {"connection": conn, "cursor": cursor})
+            return executor(text, None, False, {"connection": conn, "cursor": None})
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE
@@ -294,104 +283,5 @@ def _refusal(exc: BaseException) -> StoreError | None:
     return None if error is None else error(getattr(diag, "message_detail", None) or "")
 
 
-class _Prepared:
-    """The group's statements prepared on one server session, by name.
-
-    A message gets, at its head, the ``PREPARE`` of each statement it executes that the
-    connection it goes on has not prepared yet: known when the message is sent, not
-    when its writes were bound, as writes parked at a barrier may leave on another
-    connection. A ``PREPARE`` is not transactional: it stands whether its transaction
-    commits or not. A message that fails otherwise than by a refusal
-    (``keelgate_refuse``, which only statements past the preamble raise) may have failed
-    in a ``PREPARE``, leaving those after it undone: the registry is then unsure, and
-    the next message starts with ``DEALLOCATE ALL`` and prepares again what it uses.
-    """
-
-    _of: ClassVar[weakref.WeakKeyDictionary[Any, _Prepared]] = weakref.WeakKeyDictionary()
-
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-        self.unsure = False
-
-    @classmethod
-    def on(cls, pg: Any) -> _Prepared:
-        """The registry of the psycopg connection ``pg`` (a new connection starts empty)."""
-        prepared = cls._of.get(pg)
-        if prepared is None:
-            prepared = cls._of[pg] = cls()
-        return prepared
-
-    def preamble(self, parts: Sequence[str]) -> list[str]:
-        """What must run before ``parts`` on this session; counted as prepared from now."""
-        preamble = ["DEALLOCATE ALL"] if self.unsure else []
-        self.unsure = False
-        for part in parts:
-            match = _EXECUTE.match(part)
-            name = match.group(1) if match else ""
-            if name and name not in self.names:
-                self.names.add(name)
-                preamble.append(_PREPARES[name])
-        return preamble
-
-    def lost(self) -> None:
-        self.names.clear()
-        self.unsure = True
-
-
-_PLACEHOLDER = re.compile(r"%%|%s")
-_EXECUTE = re.compile(r"EXECUTE (keelgate_[0-9a-f]+)")
-_STATEMENTS: dict[str, tuple[str, int]] = {}
-"""Every statement the group prepares, by its SQL: its name and parameter count."""
-_PREPARES: dict[str, str] = {}
-"""The same statements by name, with their ``PREPARE``."""
-_MOST_STATEMENTS = 512
-"""Far more distinct statements than the group sends: past it, new ones go unprepared."""
-
-
-def _statement(sql: str) -> tuple[str, int] | None:
-    """``sql``'s statement name and parameter count (its ``PREPARE`` in ``_PREPARES``)."""
-    known = _STATEMENTS.get(sql)
-    if known is not None or len(_STATEMENTS) >= _MOST_STATEMENTS:
-        return known
-    count = 0
-
-    def number(match: re.Match[str]) -> str:
-        nonlocal count
-        if match.group() == "%%":
-            return "%"
-        count += 1
-        return f"${count}"
-
-    numbered = _PLACEHOLDER.sub(number, sql)
-    name = "keelgate_" + hashlib.sha256(sql.encode()).hexdigest()[:20]
-    _PREPARES[name] = f"PREPARE {name} AS {numbered}"
-    known = _STATEMENTS[sql] = (name, count)
-    return known
-
-
-def expand_prepared(message: str) -> str:
-    """``message`` as the server runs it, for counting and profiling: without the
-    ``PREPARE`` statements at its head, and each ``EXECUTE`` of a group statement shown
-    as that statement (placeholders numbered) followed by its arguments."""
-    for name in set(_EXECUTE.findall(message)):
-        prepare = _PREPARES.get(name)
-        if prepare is not None:
-            statement = prepare.split(" AS ", 1)[1]
-            message = message.replace(f"{prepare}; ", "").replace(f"EXECUTE {name}", statement)
-    return message
-
-
 def _prepares() -> bool:
     return bool(getattr(settings, "KEELGATE_DB_PREPARE", True))
-
-
-def _bound(binder: Any, prepares: bool, sql: str, params: Sequence[Any]) -> str:
-    """The statement as it goes into a message: ``EXECUTE`` with literal arguments, else bound text."""
-    statement = _statement(sql) if prepares else None
-    if statement is None:
-        return str(binder.mogrify(sql, params))
-    name, count = statement
-    if count != len(params):
-        raise ValueError(f"{count} placeholders, {len(params)} parameters")
-    arguments = f"({', '.join(['%s'] * count)})" if count else ""
-    return str(binder.mogrify(f"EXECUTE {name}{arguments}", params))

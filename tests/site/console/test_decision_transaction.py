@@ -12,7 +12,6 @@ from approvals.services import approval_decide
 from audit.models import AuditEvent
 from runs.engine.loops import commit_group
 from runs.models import Checkpoint, Run, RunStatus
-from sitekit.postgresql.commits import expand_prepared
 from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,7 +67,7 @@ def test_an_approve_on_postgresql_is_four_round_trips_with_the_commit_in_the_las
     sent: list[str] = []
 
     def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        sent.append(expand_prepared(sql))
+        sent.append(sql)
         return execute(sql, params, many, context)
 
     connection.ensure_connection()

@@ -15,7 +15,6 @@ from django.db import connection
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
-from sitekit.postgresql.commits import expand_prepared
 from tests.site.console.conftest import start_waiting
 
 INBOX_TABLES = ("approvals_approval", "approvals_unknownoutcome")
@@ -24,11 +23,11 @@ INBOX_TABLES = ("approvals_approval", "approvals_unknownoutcome")
 @contextmanager
 def messages() -> Iterator[list[str]]:
     """What the connection sends: the ORM's queries and the commit groups' messages, whose
-    writes to the inbox join the checkpoint's (prepared statements shown as their SQL)."""
+    writes to the inbox join the checkpoint's (each message as its statements joined by "; ")."""
     sent: list[str] = []
 
     def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        sent.append(expand_prepared(sql))
+        sent.append(sql)
         return execute(sql, params, many, context)
 
     with connection.execute_wrapper(record):

@@ -1,7 +1,13 @@
-"""A commit group's statements are prepared once per server session (sitekit.postgresql.commits)."""
+"""A commit group's statements are prepared once per server session (sitekit.postgresql.commits).
+
+psycopg prepares them (``prepare=True``) in the pipeline that first uses them and executes
+them by name after; the server's ``pg_prepared_statements`` says what a session holds,
+and libpq's trace what each message carries (``Parse`` with a name: a preparation).
+"""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,7 +22,6 @@ from keelgate.loop import LoopState
 from runs.engine.fencing import Fence
 from runs.engine.loops import commit_group, database_stores
 from runs.models import Checkpoint, Run, RunStatus
-from sitekit.postgresql.commits import expand_prepared
 from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +58,7 @@ def _state(run_id: str, seq: int) -> LoopState:
 
 @contextmanager
 def _messages() -> Iterator[list[str]]:
-    """Every message the connection sends meanwhile."""
+    """Every message the connection sends meanwhile (a commit group's: its statements joined)."""
     sent: list[str] = []
 
     def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
@@ -62,6 +67,28 @@ def _messages() -> Iterator[list[str]]:
 
     with connection.execute_wrapper(record):
         yield sent
+
+
+@contextmanager
+def _preparations() -> Iterator[list[str]]:
+    """The names of the statements prepared on the wire meanwhile (libpq's trace: a
+    ``Parse`` message with a statement name), read when the block ends."""
+    connection.ensure_connection()
+    pg = connection.connection.pgconn
+    names: list[str] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        pg.trace(trace.fileno())
+        try:
+            yield names
+        finally:
+            pg.untrace()
+        trace.seek(0)
+        for line in trace:
+            fields = line.split("\t")
+            if len(fields) > 4 and fields[1] == "F" and fields[3] == "Parse":
+                name = fields[4].strip().split('"')[1]  # "name" "query" ...; unnamed: ""
+                if name:
+                    names.append(name)
 
 
 def _save_and_record(run_id: str, seq: int, epoch: int = 1) -> None:
@@ -78,26 +105,23 @@ def _save_and_record(run_id: str, seq: int, epoch: int = 1) -> None:
 
 def _prepared_here() -> set[str]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'keelgate_%%'")
+        cursor.execute("SELECT name FROM pg_prepared_statements")
         return {name for (name,) in cursor.fetchall()}
 
 
 def test_each_statement_is_prepared_with_its_first_use_and_executed_by_name_after():
-    """The first transaction's message carries the PREPAREs; the next ones only EXECUTE."""
+    """The first transaction's message prepares its statements; the next ones only execute them."""
     _run("r1")
     _run("r2")
-    with _messages() as first:
+    with _preparations() as first:
         _save_and_record("r1", 1)
-    with _messages() as later:
+    with _preparations() as later:
         _save_and_record("r1", 2)
         _save_and_record("r2", 1)
     prepared = _prepared_here()
     assert len(prepared) >= 3  # the fence, the save, the audit link (and the head's insert)
-    assert sum(message.count("PREPARE keelgate_") for message in first) == len(prepared)
-    assert not any("PREPARE" in message for message in later)
-    assert all(f"EXECUTE {name}" in "; ".join(later) for name in prepared)
-    shown = expand_prepared(first[0])  # what the bench's counters and profile read
-    assert "PREPARE" not in shown and "EXECUTE" not in shown and "FOR UPDATE" in shown
+    assert sorted(first) == sorted(prepared)
+    assert later == []
     assert sorted(Checkpoint.objects.values_list("run_id", "seq")) == [("r1", 1), ("r1", 2), ("r2", 1)]
     assert verify(audit_log(), "t1").ok
 
@@ -107,38 +131,43 @@ def test_a_new_connection_prepares_again():
     _run("r1")
     _save_and_record("r1", 1)
     connection.close()
-    with _messages() as sent:
+    with _preparations() as prepared:
         _save_and_record("r1", 2)
-    assert any("PREPARE keelgate_" in message for message in sent)
+    assert prepared
     assert Run.objects.get(run_id="r1").seq == 2
 
 
-def test_with_prepare_off_statements_go_as_bound_text(settings):
+def test_with_prepare_off_statements_go_unprepared(settings):
     """KEELGATE_DB_PREPARE=0 (a pooler sharing sessions): nothing is prepared, the step is the same."""
     settings.KEELGATE_DB_PREPARE = False
     _run("r1")
-    with _messages() as sent:
+    with _preparations() as prepared, _messages() as sent:
         _save_and_record("r1", 1)
         _save_and_record("r1", 2)
-    assert not any("PREPARE" in message or "EXECUTE" in message for message in sent)
+    assert prepared == []
+    assert sent and not any("PREPARE" in message or "EXECUTE" in message for message in sent)
     assert _prepared_here() == set()
     assert Run.objects.get(run_id="r1").seq == 2
 
 
-def test_a_refused_transaction_keeps_its_prepared_statements_usable():
-    """A lost lease refuses the message that prepared the statements; they stand for the next one."""
+def test_a_refused_transaction_leaves_the_connection_able_to_prepare():
+    """A lost lease refuses the message that prepared the statements; the next message prepares
+    them again within itself (psycopg forgets what a failed pipeline prepared), then none does."""
     _run("r1", epoch=2)
     with pytest.raises(LeaseLostError):
-        _save_and_record("r1", 1, epoch=1)  # PREPAREs, then the fence refuses
+        _save_and_record("r1", 1, epoch=1)  # prepared, then the fence refuses
     assert not Checkpoint.objects.exists()
     with _messages() as sent:
-        _save_and_record("r1", 1, epoch=2)
-    assert not any("PREPARE" in message for message in sent)  # prepared before the refusal
-    assert Run.objects.get(run_id="r1").seq == 1
+        _save_and_record("r1", 1, epoch=2)  # psycopg prepares again what the failed pipeline did
+    assert len(sent) == 1  # in the same single message: no round trip more
+    with _preparations() as prepared:
+        _save_and_record("r1", 2, epoch=2)
+    assert prepared == []
+    assert Run.objects.get(run_id="r1").seq == 2
 
 
 def test_a_failed_prepare_leaves_the_connection_able_to_prepare_again():
-    """A PREPARE that fails leaves those after it unprepared: the next message starts over."""
+    """A statement that fails to prepare leaves those after it unprepared: the next message starts over."""
     group = commit_group()
     group.hold()
     with pytest.raises(DatabaseError):
@@ -157,7 +186,7 @@ def test_a_failed_prepare_leaves_the_connection_able_to_prepare_again():
 
 
 def test_writes_parked_at_a_barrier_are_prepared_on_the_connection_they_leave_on():
-    """Bound while one session was open, sent after a reconnect: the new session prepares them."""
+    """Written while one session was open, sent after a reconnect: the new session prepares them."""
     _run("r1")
     checkpoints, _, _ = database_stores(Fence("t1", "r1", 1))
     group = checkpoints.commit_group
@@ -165,13 +194,13 @@ def test_writes_parked_at_a_barrier_are_prepared_on_the_connection_they_leave_on
     group.hold()
     try:
         checkpoints.save(_state("r1", 2))
-        group.barrier()  # parked: bound as EXECUTE of a statement this session prepared
+        group.barrier()  # parked: waiting with its parameters, nothing sent
         connection.close()  # outside code, or a health check, closed it meanwhile
-        with _messages() as sent:
+        with _preparations() as prepared:
             group.flush()
     finally:
         group.release()
-    assert any("PREPARE keelgate_" in message for message in sent)
+    assert prepared
     assert Run.objects.get(run_id="r1").seq == 2
 
 
@@ -180,11 +209,11 @@ def test_a_load_outside_any_transaction_goes_prepared_too():
     _run("r1")
     _save_and_record("r1", 1)
     checkpoints, _, _ = database_stores(Fence("t1", "r1", 1))
-    with _messages() as first:
+    with _messages() as first, _preparations() as prepared:
         loaded = checkpoints.load("t1", "r1")
-    with _messages() as second:
+    with _messages() as second, _preparations() as again_prepared:
         again = checkpoints.load("t1", "r1")
     assert loaded is not None and again is not None and loaded.seq == again.seq == 1
     assert not connection.in_atomic_block
-    assert len(first) == 1 and "PREPARE keelgate_" in first[0]
-    assert len(second) == 1 and second[0].startswith("EXECUTE keelgate_")
+    assert len(first) == 1 and len(prepared) == 1
+    assert len(second) == 1 and again_prepared == []
