@@ -233,10 +233,10 @@ class PostgresCommitGroup(DjangoCommitGroup):
         prepared if ``prepare``, past Django's cursor wrapper.
 
         That wrapper's per-call work (async-safety checks, connection lookups) was a
-        tenth of a step's Python; its database-error translation and any execute
-        wrappers but this group's own (the benchmarks and tests count round trips with
-        one) still apply, once per message, which they see as its statements joined
-        by ``; ``.
+        measurable share of a step's Python (``docs/performance.md``); its database-error
+        translation and any execute wrappers but this group's own (the benchmarks and
+        tests count round trips with one) still apply, once per message, which they see
+        as its statements joined by ``; ``.
         """
         pg = conn.connection
 
