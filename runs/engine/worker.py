@@ -486,13 +486,3 @@ class _Renewer:
 
 def _kv(fields: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in fields.items())
-
-
-def wait_until_idle(timeout: float = 30.0) -> bool:
-    """True once no run is queued or running (for tests and demos)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists():
-            return True
-        time.sleep(0.05)
-    return False
