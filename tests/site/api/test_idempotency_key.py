@@ -90,9 +90,8 @@ def test_a_first_request_that_died_mid_way_is_taken_over(client, keys):
     client.post("/runs", START, **{"Idempotency-Key": "k-dead"})
     row = ApiIdempotencyKey.objects.get(key="k-dead")
     Run.objects.all().delete()
-    ApiIdempotencyKey.objects.filter(pk=row.pk).update(
-        completed_at=None, run_id="", created_at=row.created_at - runs.idempotency_keys.IN_PROGRESS_TIMEOUT * 2
-    )
+    died_at = row.created_at - runs.idempotency_keys.IN_PROGRESS_TIMEOUT * 2
+    ApiIdempotencyKey.objects.filter(pk=row.pk).update(completed_at=None, run_id="", created_at=died_at)
     retried = client.post("/runs", START, **{"Idempotency-Key": "k-dead"})
     assert retried.status_code == 201 and Run.objects.count() == 1
 
