@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "keelgate"
 OUTSIDE_THE_CORE = ("contrib", "testing")
 CONTRIB = "keelgate.contrib"
+GROUP = "keelgate.extras"
+"""The entry-point group ``keelgate._extras`` reads (a private module: not imported here)."""
 
 
 def core_files() -> list[Path]:
@@ -135,8 +137,6 @@ def test_the_installed_package_declares_the_extras_of_pyproject():
     file. Reinstall the package (``make`` does it whenever pyproject.toml is newer).
     """
     from importlib.metadata import entry_points
-
-    from keelgate._extras import GROUP
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     declared = config["project"]["entry-points"][GROUP]
