@@ -13,12 +13,20 @@ can still take most of a burst while the other is off the CPU (bench 6 prints th
 busiest process's share: at worst 52 % over five rounds of ``GET /runs`` in one full
 run, but 98-99 % in at least one round of approve and one of the JSON 404).
 
-Otherwise this is Daphne's own command line (``python -m daphne``), flags included.
+Otherwise this is Daphne's own command line (``python -m daphne``), flags included,
+except that its access log never writes a credential: Daphne writes each request's
+whole target (``GET /api/v1/runs?api_key=kg_...``) to stdout, so every line's path
+passes through :func:`sitekit.logs.redact_url` first (the path and the parameter names
+stay, credential values go; the function says why redacted and not cut).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from twisted.internet import tcp
+
+from sitekit.logs import redact_url
 
 
 def accept_one_per_turn() -> None:
@@ -28,11 +36,32 @@ def accept_one_per_turn() -> None:
     tcp.Port.numberAccepts = property(lambda self: 1, lambda self, value: None)  # type: ignore[assignment]
 
 
+def redacting_cli() -> Any:
+    """Daphne's command line, its server's access log passed through ``redact_url``.
+
+    Imported here, not at the top: ``daphne.server`` installs Twisted's asyncio reactor,
+    which must come after :func:`accept_one_per_turn` and before anything else of Twisted.
+    """
+    from daphne.cli import CommandLineInterface
+    from daphne.server import Server
+
+    class RedactingServer(Server):  # type: ignore[misc]  # Daphne is untyped
+        """Every action Daphne logs (an HTTP response, a websocket's connect and close)."""
+
+        def log_action(self, protocol: str, action: str, details: dict[str, Any]) -> None:
+            if isinstance(details.get("path"), str):
+                details = {**details, "path": redact_url(details["path"])}
+            super().log_action(protocol, action, details)
+
+    class RedactingCommandLine(CommandLineInterface):  # type: ignore[misc]
+        server_class = RedactingServer
+
+    return RedactingCommandLine
+
+
 def main() -> None:
     accept_one_per_turn()
-    from daphne.cli import CommandLineInterface  # installs Twisted's asyncio reactor
-
-    CommandLineInterface.entrypoint()
+    redacting_cli().entrypoint()
 
 
 if __name__ == "__main__":
