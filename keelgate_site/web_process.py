@@ -1,4 +1,5 @@
-"""``python -m keelgate_site.web_process``: Daphne, taking one new connection per turn.
+"""``python -m keelgate_site.web_process``: Daphne, its access log redacted, taking one
+new connection per turn on a shared socket.
 
 Several web processes share one listening socket (``keelgate_serve --web-processes N``).
 Linux wakes every process waiting on it when a connection arrives, and Twisted's
@@ -13,15 +14,21 @@ can still take most of a burst while the other is off the CPU (bench 6 prints th
 busiest process's share: at worst 52 % over five rounds of ``GET /runs`` in one full
 run, but 98-99 % in at least one round of approve and one of the JSON 404).
 
+A process on a socket of its own (``-p``, ``-b``: one Daphne per port behind a proxy,
+docs/deploy.md) shares no burst, so only a process given a socket (``--fd``) takes
+one per turn; otherwise it accepts as Daphne does.
+
 Otherwise this is Daphne's own command line (``python -m daphne``), flags included,
 except that its access log never writes a credential: Daphne writes each request's
 whole target (``GET /api/v1/runs?api_key=kg_...``) to stdout, so every line's path
 passes through :func:`sitekit.logs.redact_url` first (the path and the parameter names
-stay, credential values go; the function says why redacted and not cut).
+stay, credential values go; the function says why redacted and not cut). Run the site
+with this module, never ``python -m daphne``.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from twisted.internet import tcp
@@ -60,7 +67,8 @@ def redacting_cli() -> Any:
 
 
 def main() -> None:
-    accept_one_per_turn()
+    if any(arg == "--fd" or arg.startswith("--fd=") for arg in sys.argv[1:]):
+        accept_one_per_turn()
     redacting_cli().entrypoint()
 
 

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from sitekit.logs import REDACTED
 
-from .._serve import ROOT, keelgate_serve, serve_env
+from .._serve import ROOT, free_port, keelgate_serve, serve_env, stop
 
 PASSWORD = "pw-serve-Operator-123"
 WRONG_PASSWORD = "wrong-Pa55word-xyzzy"
@@ -206,3 +207,31 @@ def test_no_credential_of_any_shape_reaches_a_log_of_keelgate_serve(tmp_path: Pa
         "/ws/inbox/",
     ):
         assert shown in access, shown
+
+
+def test_a_web_process_on_its_own_port_redacts_its_access_log(tmp_path: Path) -> None:
+    """docs/deploy.md's units (``python -m keelgate_site.web_process -p <port>``, no shared
+    socket) write the same redacted lines: a key-shaped secret in a query never appears."""
+    port = free_port()
+    key = "kg_0123456789ab_" + "Wq3-secret_part" * 3
+    log = tmp_path / "web.log"
+    argv = [sys.executable, "-m", "keelgate_site.web_process", "-b", "127.0.0.1", "-p", str(port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*argv, "keelgate_site.asgi:application"],
+            cwd=ROOT,
+            env=serve_env(tmp_path, PYTHONUNBUFFERED="1"),
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while "Listening on" not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        assert _status(port, f"/api/v1/no-such-path?token={key}&page=2") == 404
+    finally:
+        stop([proc])
+    text = log.read_text(errors="replace")
+    assert "Wq3-secret_part" not in text
+    assert f'"GET /api/v1/no-such-path?token={REDACTED}&page=2" 404' in text
