@@ -28,12 +28,13 @@ with this module, never ``python -m daphne``.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
 from twisted.internet import tcp
 
-from sitekit.logs import redact_url
+from sitekit.logs import RedactingFilter, redact_url
 
 
 def accept_one_per_turn() -> None:
@@ -44,7 +45,8 @@ def accept_one_per_turn() -> None:
 
 
 def redacting_cli() -> Any:
-    """Daphne's command line, its server's access log passed through ``redact_url``.
+    """Daphne's command line, its server's access log passed through ``redact_url`` and
+    the root logger's lines (Daphne's, Twisted's) through :class:`sitekit.logs.RedactingFilter`.
 
     Imported here, not at the top: ``daphne.server`` installs Twisted's asyncio reactor,
     which must come after :func:`accept_one_per_turn` and before anything else of Twisted.
@@ -54,6 +56,12 @@ def redacting_cli() -> Any:
 
     class RedactingServer(Server):  # type: ignore[misc]  # Daphne is untyped
         """Every action Daphne logs (an HTTP response, a websocket's connect and close)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # Built after Daphne's logging.basicConfig: its handler is on the root now.
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(RedactingFilter())
+            super().__init__(*args, **kwargs)
 
         def log_action(self, protocol: str, action: str, details: dict[str, Any]) -> None:
             if isinstance(details.get("path"), str):

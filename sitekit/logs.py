@@ -36,6 +36,7 @@ __all__ = [
     "FIELDS",
     "REDACTED",
     "JsonFormatter",
+    "RedactingFilter",
     "TextFormatter",
     "bound",
     "credential_name",
@@ -208,3 +209,19 @@ class TextFormatter(logging.Formatter):
             return text
         head, sep, tail = text.partition("\n")  # keep a traceback below the line
         return head + " " + " ".join(f"{k}={v}" for k, v in ids.items()) + sep + tail
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts a record before any handler formats it: for handlers this module does not format.
+
+    Daphne configures the root logger itself (``logging.basicConfig``, its own format), so
+    its lines and those of Twisted and asyncio pass no formatter of ours; the web process
+    puts this filter on the root's handlers. The record is changed in place: its message
+    is the redacted text, and its exception, formatted once, is redacted too.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact_text(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        return True

@@ -144,3 +144,26 @@ def test_the_formatters_redact_credentials_in_any_line():
         for secret in ("S3cr3t", "abc123", "abcdefghijklmnopqrstu", "b3BlcmF0b3I6cHc=", "bare-credential-1"):
             assert secret not in text, (formatter, secret)
         assert "/api/v1/runs/[redacted]" in text and "page=2" in text and "Bearer [redacted]" in text
+
+
+def test_the_redacting_filter_cleans_lines_a_foreign_formatter_writes():
+    """Daphne's root handler (its own format): a key in the message's arguments or in an
+    exception is gone before the handler formats the line."""
+    from sitekit.logs import RedactingFilter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("tests.foreign")
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ValueError(f"bad target /runs?api_key={KEY}")
+        except ValueError:
+            logger.error("Exception inside application: %s", f"/runs/{KEY}", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    text = out.getvalue()
+    assert "S3cr3t" not in text
+    assert "Exception inside application: /runs/[redacted]" in text and "api_key=[redacted]" in text
