@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Literal
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -25,8 +25,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.cards import InboxEntry, InboxView, approval_entry, inbox_sections, render_entry, unknown_entry
-from approvals.edit_form import PREFIX, parse_edit
-from approvals.models import UnknownOutcome
+from approvals.forms import NOTE_MAX, DecisionForm, ReconcileForm, note_problem
+from approvals.models import Approval, UnknownOutcome
 from approvals.queue import EXPIRING_SOON, PAGE_SIZE, filter_choices
 from approvals.selectors import approval_get, inbox_counts, recently_decided, unknown_outcomes_for
 from approvals.services import (
@@ -39,29 +39,11 @@ from approvals.services import (
     unknown_reconcile,
 )
 from audit.selectors import audit_heads
-from keelgate.errors import (
-    AlreadyDecidedError,
-    ApprovalError,
-    ApprovalEscalatedError,
-    ApprovalExpiredError,
-    ApprovalStaleError,
-    CallMayBeRunningError,
-    ConfirmationRequiredError,
-    DuplicateApproverError,
-    EditInvalidError,
-    InvalidResultError,
-    KeelgateError,
-    NoteRequiredError,
-    NotReconcilableError,
-    RunFinishedError,
-)
-from sitekit.errors import BulkNotAllowedError, ForbiddenError, NotFoundError
+from keelgate.errors import KeelgateError, error_from_code
+from sitekit.console_errors import Level, Refusal, refusal, refusal_line
+from sitekit.errors import NotFoundError
 from sitekit.pages import console_page
 from tenants.selectors import memberships, tenant_ids
-
-NOTE_MAX = 2000
-
-Level = Literal["success", "info", "warning", "error"]
 
 
 @require_GET
@@ -117,10 +99,8 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         return _bulk_reply(request, [], "error", "Choose approve or deny.", status=400)
     if not choices:
         return _bulk_reply(request, [], "warning", "Select at least one approval first.", status=400)
-    if len(note) > NOTE_MAX:
-        return _bulk_reply(
-            request, [], "error", f"The note is longer than {NOTE_MAX} characters.", status=400
-        )
+    if note_problem(note):
+        return _bulk_reply(request, [], "error", note_problem(note), status=400)
     try:
         results = approvals_decide_bulk(
             tenant_ids=tenant_ids(request),
@@ -129,8 +109,9 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             decision="approve" if decision == "approve" else "deny",
             note=note,
         )
-    except NoteRequiredError:
-        return _bulk_reply(request, [], "error", "A reason is required to deny.", status=400)
+    except KeelgateError as exc:  # refused as a whole (a deny without a reason)
+        told = _refusal(exc)
+        return _bulk_reply(request, [], told.level, told.text, status=told.status)
     done = sum(1 for r in results if r.status != "refused")
     verb = "Approved" if decision == "approve" else "Denied"
     text = f"{verb} {done} of {len(results)}."
@@ -146,16 +127,6 @@ BULK_WORDS = {
     "expired": "expired before it was decided",
     "withdrawn": "withdrawn",
 }
-BULK_REFUSALS = {
-    BulkNotAllowedError.code: "not decided: high-impact and four-eyes calls are decided one at a time",
-    AlreadyDecidedError.code: "not decided: already settled by {detail}",
-    NotFoundError.code: "not decided: not found",
-    ForbiddenError.code: "not decided: your role cannot decide it",
-    ApprovalStaleError.code: "not decided: the call changed since the page was loaded",
-    ApprovalExpiredError.code: "not decided: it expired (denied, fail closed)",
-    DuplicateApproverError.code: "not decided: you already approved it",
-    ApprovalEscalatedError.code: "not decided: it was escalated to a role you do not hold",
-}
 
 
 def _bulk_lines(results: list[BulkResult]) -> list[str]:
@@ -163,8 +134,7 @@ def _bulk_lines(results: list[BulkResult]) -> list[str]:
     for r in results:
         what = f"{r.tool} in run {r.run_id}" if r.tool else f"approval {r.approval_id}"
         if r.status == "refused":
-            words = BULK_REFUSALS.get(r.code, "not decided: {code}")
-            lines.append(f"{what}: {words.format(detail=r.detail or 'someone else', code=r.code)}")
+            lines.append(f"{what}: {refusal_line(error_from_code(r.code, r.detail))}")
         else:
             lines.append(f"{what}: {BULK_WORDS.get(r.status, r.status)}")
     return lines
@@ -200,7 +170,7 @@ def _back(request: HttpRequest) -> str:
 @require_POST
 @console_page
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve one pending approval (optional note)."""
+    """Approve one pending approval (optional note), as proposed or edited."""
     return _decide(request, pk, "approve")
 
 
@@ -214,82 +184,41 @@ def deny(request: HttpRequest, pk: int) -> HttpResponse:
 def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"]) -> HttpResponse:
     row = approval_get(tenant_ids=tenant_ids(request), approval_id=pk)
     role = memberships(request)[row.tenant_id].role
-    username = request.user.get_username()
-    note = request.POST.get("note", "")
-    entry = approval_entry(row, role=role, username=username)
-    values = {k: str(v) for k, v in request.POST.items() if k.startswith(PREFIX)}
-    if len(note) > NOTE_MAX:
-        return _reply(
-            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
-        )
-    seen = request.POST.get("arguments_hash") or None
-    arguments = None
-    if decision == "approve" and request.POST.get("edit") == "1":
-        arguments, problems = parse_edit(list(entry.fields), request.POST)
-        if problems or not entry.fields:
-            text = "The edit cannot be read: " + ("; ".join(problems) or "no form for this tool") + "."
-            return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    entry = approval_entry(row, role=role, username=request.user.get_username())
+    form = DecisionForm.read(request.POST, decision=decision, fields=entry.fields)
+    if form.problem:
+        return _reply(request, entry, 400, "error", form.problem, keep=True, values=form.typed)
     try:
         decided = approval_decide(
             tenant_id=row.tenant_id,
             approval_id=row.pk,
             user=request.user,
             decision=decision,
-            note=note,
-            arguments=arguments,
-            seen=seen,
-            confirmed=request.POST.get("confirm", "").strip().lower() == "approve",
+            note=form.note,
+            arguments=form.arguments,
+            seen=form.seen,
+            confirmed=form.confirmed,
         )
-    except NoteRequiredError:
-        return _reply(request, entry, 400, "error", "A reason is required to deny.", keep=True)
-    except EditInvalidError as exc:
-        text = f"The edited arguments do not fit the tool: {exc.detail}."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
-    except ConfirmationRequiredError:
-        text = "This call is high impact: type approve in the confirmation box to approve it."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
-    except ApprovalStaleError:
-        text = "The call changed since this page was loaded: nothing was approved. Check it again."
-        return _reply(request, entry, 409, "warning", text, keep=True, values=values)
-    except AlreadyDecidedError as exc:
-        text = f"Already settled by {exc.detail or 'someone else'}."
-        if values or note.strip():  # what this person typed stays on screen, with the reason
-            typed = {**values, f"note_{decision}": note}
-            text += " Nothing of yours was applied; what you typed is below."
-            return _reply(request, entry, 409, "warning", text, keep=True, values=typed)
-        return _reply(request, entry, 409, "warning", text)
-    except DuplicateApproverError:
-        return _reply(
-            request,
-            entry,
-            409,
-            "warning",
-            "You already approved this: a different person must approve it too.",
-        )
-    except ApprovalExpiredError:
-        return _reply(request, entry, 409, "warning", "This approval expired: it is denied (fail closed).")
-    except ApprovalEscalatedError as exc:
-        role = exc.detail or "admin"
-        text = f"This approval was escalated at its deadline: deciding it now takes the {role} role."
-        return _reply(request, entry, 403, "warning", text)
-    except ApprovalError as exc:
-        return _reply(request, entry, 409, "error", exc.message)
-    edited = decided.pk != row.pk  # this request's edit replaced the call with a new one
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed=form.typed)
+    if decided.status == "pending":  # four-eyes: the card stays for the next approver
+        kept = approval_entry(decided, role=role, username=request.user.get_username())
+        return _reply(request, kept, 200, "info", _decided_text(row, decided, decision), keep=True)
+    return _reply(request, entry, 200, "success", _decided_text(row, decided, decision))
+
+
+def _decided_text(row: Approval, decided: Approval, decision: Literal["approve", "deny"]) -> str:
+    """What a decision did; ``decided`` is another row than ``row`` when an edit replaced the call."""
+    edited = decided.pk != row.pk
     if decided.status == "pending":
         left = decided.required - len(decided.votes)
-        text = f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
         if edited:
-            text = f"Your edit is recorded and approved by you: {left} more approver needed for it."
-        return _reply(
-            request, approval_entry(decided, role=role, username=username), 200, "info", text, keep=True
-        )
+            return f"Your edit is recorded and approved by you: {left} more approver needed for it."
+        return f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
     if edited:
-        text = f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
-        return _reply(request, entry, 200, "success", text)
+        return f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
     verb = "Approved" if decision == "approve" else "Denied"
-    return _reply(
-        request, entry, 200, "success", f"{verb} {row.tool} in run {row.run_id}: the run is queued."
-    )
+    return f"{verb} {row.tool} in run {row.run_id}: the run is queued."
 
 
 @require_POST
@@ -300,8 +229,9 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     note = request.POST.get("note", "")[:NOTE_MAX]
     try:
         run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
-    except RunFinishedError:
-        messages.warning(request, "Not cancelled: the run has already finished.")
+    except KeelgateError as exc:
+        told = _refusal(exc)
+        getattr(messages, told.level)(request, told.text)
         return HttpResponseRedirect(back, status=303)
     if run.status == "cancelled":
         messages.success(
@@ -326,48 +256,22 @@ def _unknown_card(request: HttpRequest, pk: int) -> tuple[UnknownOutcome, InboxE
 def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
     """Settle an unknown outcome as executed or not executed, with a required note."""
     row, entry = _unknown_card(request, pk)
-    executed_text = request.POST.get("executed", "")
-    note = request.POST.get("note", "")
-    result_text = request.POST.get("result", "").strip()
-    values = {"executed": executed_text, "note": note, "result": result_text}
-    if executed_text not in ("yes", "no"):
-        return _reply(
-            request, entry, 400, "error", "Say whether the call was executed.", keep=True, values=values
-        )
-    if len(note) > NOTE_MAX:
-        return _reply(
-            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
-        )
-    result, problem = _json_object(result_text)
-    if problem:
-        return _reply(request, entry, 400, "error", problem, keep=True, values=values)
-    if result is not None and executed_text != "yes":
-        text = "A result is only recorded for a call that was executed."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    form = ReconcileForm.read(request.POST)
+    if form.problem:
+        return _reply(request, entry, 400, "error", form.problem, keep=True, values=form.typed)
     try:
         unknown_reconcile(
             tenant_id=row.tenant_id,
             item_id=row.pk,
             user=request.user,
-            executed=executed_text == "yes",
-            note=note,
-            result=result,
+            executed=form.executed,
+            note=form.note,
+            result=form.result,
         )
-    except NoteRequiredError:
-        return _reply(request, entry, 400, "error", "A note is required.", keep=True, values=values)
-    except InvalidResultError as exc:
-        return _reply(request, entry, 400, "error", f"{exc.message} ({exc.detail})", keep=True, values=values)
-    except AlreadyDecidedError as exc:
-        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
-    except CallMayBeRunningError as exc:
-        text = f"The call may still be running (until {exc.detail}): try again after that."
-        return _reply(request, entry, 409, "warning", text, keep=True)
-    except (ForbiddenError, NotFoundError):
-        raise  # 403 / 404 through console_page
-    except (NotReconcilableError, KeelgateError) as exc:
-        return _reply(request, entry, 409, "error", exc.message)
-    verdict = "executed" if executed_text == "yes" else "not executed"
-    recorded = " with the result you found" if result is not None else ""
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed=form.typed)
+    verdict = "executed" if form.executed else "not executed"
+    recorded = " with the result you found" if form.result is not None else ""
     text = f"Recorded {row.tool} in run {row.run_id} as {verdict}{recorded}."
     return _reply(request, entry, 200, "success", text)
 
@@ -379,8 +283,8 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
     row, entry = _unknown_card(request, pk)
     try:
         found = unknown_check(tenant_id=row.tenant_id, item_id=row.pk, user=request.user)
-    except AlreadyDecidedError as exc:
-        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed={})
     label = entry.lookup or "the system of record"
     if found.verdict == "executed":
         record = json.dumps(found.record, sort_keys=True)
@@ -396,22 +300,39 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-RESULT_MAX = 16_384
+# -- the console's one answer to an error ----------------------------------------------
 
 
-def _json_object(text: str) -> tuple[dict[str, Any] | None, str]:
-    """A reconcile form's result: a JSON object (or nothing), or the reason it is not one."""
-    if not text:
-        return None, ""
-    if len(text) > RESULT_MAX:
-        return None, f"The result is longer than {RESULT_MAX} characters."
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None, 'The result is not JSON: write an object such as {"order_id": "PB-000001"}.'
-    if not isinstance(value, dict):
-        return None, "The result must be a JSON object (in braces), not a list or a single value."
-    return value, ""
+def _refusal(exc: KeelgateError) -> Refusal:
+    """How the console tells ``exc`` (``sitekit.console_errors``); re-raised when a page is the answer.
+
+    Not found and forbidden become the 404 and 403 pages (``console_page``), and an error
+    that is never the caller's doing a 500, whatever view they reach.
+    """
+    told = refusal(exc)
+    if told is None:
+        raise exc
+    return told
+
+
+def _refused(
+    request: HttpRequest, entry: InboxEntry, exc: KeelgateError, *, typed: dict[str, str]
+) -> HttpResponse:
+    """A decision the service refused, on its card: the error's console wording and status.
+
+    A refusal that settles the card (someone else decided it first, it expired) still
+    keeps it on screen when the person had typed something, so their words are not lost;
+    only htmx can show them again (a plain post is redirected).
+    """
+    told = _refusal(exc)
+    text, keep = told.text, told.keep
+    if not keep and any(v.strip() for v in typed.values()) and _htmx(request):
+        text, keep = f"{text} Nothing of yours was applied; what you typed is below.", True
+    return _reply(request, entry, told.status, told.level, text, keep=keep, values=typed if keep else None)
+
+
+def _htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
 
 
 def _reply(
@@ -432,7 +353,7 @@ def _reply(
     if values and entry.fields:
         typed = tuple(replace(f, value=values.get(f.input_name, f.value)) for f in entry.fields)
         entry = replace(entry, fields=typed)
-    if request.headers.get("HX-Request") == "true":
+    if _htmx(request):
         error = text if status == 400 else ""
         item = (
             render_entry(entry, request=request, error=error, values=values, finding=finding) if keep else ""

@@ -53,7 +53,7 @@ def test_deny_requires_a_reason_and_the_reason_reaches_the_run(waiting, as_user)
     refused = client.post(f"/approvals/{waiting.pk}/deny/", {"note": "  "}, **HTMX)
     assert refused.status_code == 400
     assert f'id="item-a-{waiting.pk}"' in refused.content.decode()
-    assert "A reason is required to deny." in refused.content.decode()
+    assert "A reason is required: say why in the note." in refused.content.decode()
     assert Approval.objects.get(pk=waiting.pk).status == ApprovalStatus.PENDING
     response = client.post(f"/approvals/{waiting.pk}/deny/", {"note": "not today"})
     assert response.status_code == 303
@@ -129,14 +129,22 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
 
 
 def test_reconcile_needs_a_verdict_and_a_note_then_the_run_finishes(unknown, as_user):
-    """Executed/not-executed and a note are required; recorded as the user; the run resumes."""
+    """Executed/not-executed and a note are required; recorded as the user; the run resumes.
+
+    A refused form keeps what was typed; a second settle is refused naming the first person,
+    and the card stays with what they typed.
+    """
     client = as_user("rita")
     html = client.get("/").content.decode()
     assert f'id="item-u-{unknown.pk}"' in html and unknown.idempotency_key in html
     missing = client.post(f"/unknown/{unknown.pk}/reconcile/", {"note": "checked"}, **HTMX)
     assert missing.status_code == 400 and "Say whether the call was executed." in missing.content.decode()
     no_note = client.post(f"/unknown/{unknown.pk}/reconcile/", {"executed": "yes", "note": ""}, **HTMX)
-    assert no_note.status_code == 400 and "A note is required." in no_note.content.decode()
+    assert (
+        no_note.status_code == 400
+        and "A reason is required: say why in the note." in no_note.content.decode()
+    )
+    assert 'value="yes" required checked' in no_note.content.decode()
     executed = PaperBrokerage().entry(unknown.idempotency_key) is not None
     response = client.post(
         f"/unknown/{unknown.pk}/reconcile/",
@@ -148,6 +156,7 @@ def test_reconcile_needs_a_verdict_and_a_note_then_the_run_finishes(unknown, as_
     assert Run.objects.get(run_id="u1").status == RunStatus.QUEUED
     again = client.post(f"/unknown/{unknown.pk}/reconcile/", {"executed": "no", "note": "x"}, **HTMX)
     assert again.status_code == 409 and "Already settled by rita." in again.content.decode()
+    assert "what you typed is below" in again.content.decode() and 'value="x"' in again.content.decode()
     drain()
     assert Run.objects.get(run_id="u1").status == RunStatus.DONE
 
