@@ -75,7 +75,8 @@ def test_a_subclass_without_its_own_entry_is_worded_as_its_nearest_ancestor():
 
 def test_an_error_that_names_nobody_reads_its_fallback():
     """Without a detail: 'someone else' settled it, the 'admin' role decides an escalated approval."""
-    assert refusal(AlreadyDecidedError()).text == "Already settled by someone else."  # type: ignore[union-attr]
+    settled = refusal(AlreadyDecidedError())
+    assert settled is not None and settled.text == "Already settled by someone else."
     escalated = refusal(ApprovalEscalatedError())
     assert escalated is not None and escalated.status == 403 and "takes the admin role" in escalated.text
 
