@@ -5,8 +5,10 @@ through ``approvals.services``. A decision form works with and without JavaScrip
 htmx posts it and swaps the item in place (a settled item disappears, a flash says
 what happened), a plain post redirects back with the same flash.
 
-The cards and sections themselves are :mod:`approvals.cards`, which the websocket
-consumer renders too.
+Forms are read by :mod:`approvals.forms`; the cards and sections are
+:mod:`approvals.cards`, which the websocket consumer renders too. Every error a service
+raises reaches one handler, ``_refused``, which says it in the words of
+:mod:`sitekit.console_errors`: no view keeps wording of its own for an error.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             note=note,
         )
     except KeelgateError as exc:  # refused as a whole (a deny without a reason)
-        told = _refusal(exc)
+        told = _refusal_or_raise(exc)
         return _bulk_reply(request, [], told.level, told.text, status=told.status)
     done = sum(1 for r in results if r.status != "refused")
     verb = "Approved" if decision == "approve" else "Denied"
@@ -230,7 +232,7 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     try:
         run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
     except KeelgateError as exc:
-        told = _refusal(exc)
+        told = _refusal_or_raise(exc)
         getattr(messages, told.level)(request, told.text)
         return HttpResponseRedirect(back, status=303)
     if run.status == "cancelled":
@@ -303,7 +305,7 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
 # -- the console's one answer to an error ----------------------------------------------
 
 
-def _refusal(exc: KeelgateError) -> Refusal:
+def _refusal_or_raise(exc: KeelgateError) -> Refusal:
     """How the console tells ``exc`` (``sitekit.console_errors``); re-raised when a page is the answer.
 
     Not found and forbidden become the 404 and 403 pages (``console_page``), and an error
@@ -320,13 +322,13 @@ def _refused(
 ) -> HttpResponse:
     """A decision the service refused, on its card: the error's console wording and status.
 
-    A refusal that settles the card (someone else decided it first, it expired) still
-    keeps it on screen when the person had typed something, so their words are not lost;
-    only htmx can show them again (a plain post is redirected).
+    When someone or something else settled the item while the person typed (another
+    decision, the deadline), the card stays on screen with what they typed, so their
+    words are not lost; only htmx can show them again (a plain post is redirected).
     """
-    told = _refusal(exc)
+    told = _refusal_or_raise(exc)
     text, keep = told.text, told.keep
-    if not keep and any(v.strip() for v in typed.values()) and _htmx(request):
+    if told.keep_typed and any(v.strip() for v in typed.values()) and _htmx(request):
         text, keep = f"{text} Nothing of yours was applied; what you typed is below.", True
     return _reply(request, entry, told.status, told.level, text, keep=keep, values=typed if keep else None)
 

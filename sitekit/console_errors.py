@@ -58,6 +58,9 @@ class Wording:
     keep: bool = False
     """The card stays, with what was typed: the person can correct it, or try again later.
     Otherwise the item is settled or out of their hands, and its card goes."""
+    keep_typed: bool = False
+    """Settled by someone or something else while the person typed: the card stays only if
+    they typed something, to show it to them again (nothing of theirs was applied)."""
     unnamed: str = ""
     """What ``{detail}`` reads when the error names nobody (who decided, which role)."""
 
@@ -85,6 +88,7 @@ WORDING: dict[type[KeelgateError], Wording] = {
         "Already settled by {detail}.",
         "not decided: already settled by {detail}",
         level="warning",
+        keep_typed=True,
         unnamed="someone else",
     ),
     DuplicateApproverError: Wording(
@@ -96,6 +100,7 @@ WORDING: dict[type[KeelgateError], Wording] = {
         "This approval expired: it is denied (fail closed).",
         "not decided: it expired (denied, fail closed)",
         level="warning",
+        keep_typed=True,
     ),
     ApprovalEscalatedError: Wording(
         "This approval was escalated at its deadline: deciding it now takes the {detail} role.",
@@ -123,6 +128,7 @@ class Refusal:
     level: Level
     text: str
     keep: bool
+    keep_typed: bool
 
 
 def _wording(exc: KeelgateError) -> Wording:
@@ -146,7 +152,8 @@ def refusal(exc: KeelgateError) -> Refusal | None:
         return None
     wording = _wording(exc)
     status = 400 if exc.http_status == 422 else exc.http_status
-    return Refusal(status, wording.level, _fill(wording.text, exc, wording.unnamed), wording.keep)
+    text = _fill(wording.text, exc, wording.unnamed)
+    return Refusal(status, wording.level, text, wording.keep, wording.keep_typed)
 
 
 def refusal_line(exc: KeelgateError) -> str:

@@ -71,6 +71,7 @@ def test_a_subclass_without_its_own_entry_is_worded_as_its_nearest_ancestor():
         "Already settled by rita.",
         False,
     )
+    assert told.keep_typed  # whatever the loser of the race typed is shown to them again
 
 
 def test_an_error_that_names_nobody_reads_its_fallback():

@@ -117,8 +117,9 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
     assert "You approved this" in body and f"/approvals/{approval.pk}/approve/" not in body
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert Run.objects.get(run_id="f1").status == RunStatus.WAITING
-    again = op.post(f"/approvals/{approval.pk}/approve/", {"note": ""}, **HTMX)
+    again = op.post(f"/approvals/{approval.pk}/approve/", {"note": "sure"}, **HTMX)
     assert again.status_code == 409 and "a different person must approve it too" in again.content.decode()
+    assert "<article" not in again.content.decode()  # nothing op could do with the card: it goes
     bob_view = as_user("bob").get("/").content.decode()
     assert 'approved by <span class="voter">op</span>' in bob_view
     assert f"/approvals/{approval.pk}/approve/" in bob_view
@@ -214,7 +215,10 @@ def test_every_form_is_csrf_protected(waiting, unknown, people):
 
 
 def test_approving_an_expired_approval_is_refused(people, brokerage_path, settings, as_user):
-    """Past its expiry an approval cannot be approved: the console says it expired (fail closed)."""
+    """Past its expiry an approval cannot be approved: the console says it expired (fail closed).
+
+    The note typed for it is shown again with the card, as when someone else decided first.
+    """
     import time
 
     settings.KEELGATE_AGENTS = {
@@ -225,8 +229,9 @@ def test_approving_an_expired_approval_is_refused(people, brokerage_path, settin
     assert "in 0" in as_user("bob").get("/").content.decode()  # "Expires in 0 minutes"
     while timezone.now() <= approval.expires_at:  # wait for the expiry itself, not a guess
         time.sleep(0.02)
-    response = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": ""}, **HTMX)
+    response = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": "looks right"}, **HTMX)
     assert response.status_code == 409 and "expired" in response.content.decode()
+    assert 'value="looks right"' in response.content.decode()
     # The expiry itself is saved and audited at once, and the run goes on without the call.
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.EXPIRED
     assert Run.objects.get(run_id="x2").status == RunStatus.QUEUED
