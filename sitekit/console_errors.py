@@ -6,7 +6,8 @@ a card, in the card's own terms: "type approve in the confirmation box" where th
 says "confirm it explicitly", and whether the card stays so they can try again. Those
 words live here, one entry per error class, found along the class tree as
 ``http_status`` is: an error without an entry of its own is worded as its nearest
-ancestor that has one. An error with no entry on its path says its fixed wording.
+ancestor that has one. An error with no entry on its path says its fixed wording, and
+leaves the card as it was (nothing says the item changed).
 
 The status is the error's own, except that a request the person must correct (the
 API's 422) is a 400 on the console: ``templates/base.html`` lets htmx swap 400 and
@@ -109,8 +110,8 @@ WORDING: dict[type[KeelgateError], Wording] = {
         unnamed="admin",
     ),
     RunFinishedError: Wording("Not cancelled: the run has already finished.", level="warning"),
-    ApprovalError: Wording(),
-    RunError: Wording(),
+    ApprovalError: Wording(),  # not waiting for a decision any more: the card goes
+    RunError: Wording(),  # e.g. not reconcilable: the item is no longer one
     # Refusals of one item in a bulk decision (not found and forbidden are the page's on a card).
     BulkNotAllowedError: Wording(
         line="not decided: high-impact and four-eyes calls are decided one at a time", level="warning"
@@ -118,6 +119,10 @@ WORDING: dict[type[KeelgateError], Wording] = {
     NotFoundError: Wording(line="not decided: not found"),
     ForbiddenError: Wording(line="not decided: your role cannot decide it"),
 }
+
+
+_UNNAMED = Wording(keep=True)
+"""An error no entry names, on its path: its fixed wording, the card left as it was."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ def _wording(exc: KeelgateError) -> Wording:
     for cls in type(exc).__mro__:
         if cls in WORDING:
             return WORDING[cls]
-    return Wording()
+    return _UNNAMED
 
 
 def _fill(template: str, exc: KeelgateError, unnamed: str) -> str:

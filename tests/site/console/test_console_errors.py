@@ -90,14 +90,14 @@ def test_not_found_forbidden_and_bugs_are_left_to_the_page():
 
 
 def test_an_error_without_an_entry_on_its_path_says_its_fixed_wording():
-    """A 4xx error the mapping does not name is told with its own message, and the card goes."""
+    """A 4xx error the mapping does not name is told with its own message; its card stays as it was."""
     told = refusal(GoalNotUnderstoodError("a goal like 'buy 5 ACME'"))
     assert told is not None
     assert (told.status, told.level, told.text, told.keep) == (
         400,
         "error",
         GoalNotUnderstoodError.message,
-        False,
+        True,
     )
 
 
