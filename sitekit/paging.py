@@ -23,8 +23,13 @@ on the way in, so anything this site did not hand out is :class:`InvalidCursorEr
 (422 in the API, 400 on a console page), never a database error.
 
 A filter parses its own text (:meth:`Listing.parse` reads a query string), so a list that
-takes qualifiers (``action:run.requested actor:alice``) declares them as filters, and a
-filter that is not one lookup (``created:>2026-01-01``) overrides :meth:`Filter.where`.
+takes GitHub-style qualifiers declares them as filters and reads the search line with
+:func:`qualifiers`::
+
+    Listing(Keyset(AuditEvent, "seq"), Filter("action", "kind"), Filter("actor"), Range("created", "at"))
+    values = listing.parse(qualifiers("action:run.requested actor:alice created:>=2026-01-01"))
+
+A filter that is not one lookup overrides :meth:`Filter.where`, as :class:`Range` does.
 
 The hottest list, the API's runs, is read by :meth:`Listing.values_page`: the same page
 from a statement built once per shape (:mod:`sitekit.keyset_sql`).
@@ -40,13 +45,25 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from django.db.models import F, Field, Model, Q, QuerySet
+from django.db.models import DateTimeField, F, Field, IntegerField, Model, Q, QuerySet
 from django.db.models.expressions import OrderBy
 
 from sitekit import keyset_sql
 from sitekit.errors import InvalidCursorError
 
-__all__ = ["Column", "Filter", "Key", "Keyset", "Listing", "Page", "flag", "one_of", "text"]
+__all__ = [
+    "Column",
+    "Filter",
+    "Key",
+    "Keyset",
+    "Listing",
+    "Page",
+    "Range",
+    "flag",
+    "one_of",
+    "qualifiers",
+    "text",
+]
 
 _Row = TypeVar("_Row")
 
@@ -54,17 +71,7 @@ Key = tuple[Any, ...]
 """A row's values in the keyset's columns: where the next page starts."""
 
 _BIGINT = (-(2**63), 2**63 - 1)
-_INTEGERS = {
-    "AutoField",
-    "BigAutoField",
-    "SmallAutoField",
-    "BigIntegerField",
-    "IntegerField",
-    "SmallIntegerField",
-    "PositiveBigIntegerField",
-    "PositiveIntegerField",
-    "PositiveSmallIntegerField",
-}
+"""The range of a database integer: a cursor's number outside it is refused, not sent."""
 
 
 # -- the order --------------------------------------------------------------------------------
@@ -175,27 +182,26 @@ class Keyset:
 
 
 def _check(model: type[Model], column: Column) -> Callable[[Any], Any]:
-    """How a cursor's value for ``column`` is read back: its type, or ValueError."""
+    """How a cursor's value for ``column`` is read back: as its field's type, or ValueError."""
     field = model._meta.pk if column.name in ("pk", "id") else model._meta.get_field(column.name)
     assert isinstance(field, Field), f"{model.__name__}.{column.name} is not a column"
-    kind = field.get_internal_type()
 
     def check(value: Any) -> Any:
         if value is None:
             if column.nullable:
                 return None
-        elif kind == "DateTimeField":
+        elif isinstance(field, DateTimeField):
             if isinstance(value, str):
                 at = datetime.fromisoformat(value)
-                if at.tzinfo is not None:
+                if at.tzinfo is not None:  # the database holds aware times: a naive one was not ours
                     return at
-        elif kind in _INTEGERS:
+        elif isinstance(field, IntegerField):  # ids, sequence numbers
             low = 1 if field.primary_key else _BIGINT[0]
             if isinstance(value, int) and not isinstance(value, bool) and low <= value <= _BIGINT[1]:
                 return value
         elif isinstance(value, str):
             return value
-        raise ValueError(f"not a {kind}: {value!r}")
+        raise ValueError(f"not a value of {model.__name__}.{column.name}: {value!r}")
 
     return check
 
@@ -259,6 +265,55 @@ class Filter:
     def equality(self) -> str | None:
         """The one field this filter compares for equality, if that is all it does."""
         return self.fields[0] if self.lookup == "exact" and len(self.fields) == 1 else None
+
+
+class Range(Filter):
+    """A filter by comparison, written as GitHub's search qualifiers are: ``>=x``, ``>x``,
+    ``<=x``, ``<x``, ``x..y`` (both ends included; ``*`` for an open end) or ``x`` (equal).
+
+    ``parse`` reads one bound (a number, a time); the filter's value is its bounds, as
+    ``(lookup, value)`` pairs.
+    """
+
+    _OPERATORS = ((">=", "gte"), ("<=", "lte"), (">", "gt"), ("<", "lt"))
+
+    def __init__(self, name: str, field: str = "", *, parse: Callable[[str], Any] = text) -> None:
+        super().__init__(name, *([field] if field else []), lookup="range", parse=self._bounds)
+        self.bound = parse
+
+    def _bounds(self, value: str) -> tuple[tuple[str, Any], ...]:
+        value = value.strip()
+        for operator, lookup in self._OPERATORS:
+            if value.startswith(operator):
+                return ((lookup, self.bound(value.removeprefix(operator))),)
+        if ".." in value:
+            low, high = value.split("..", 1)
+            ends = (("gte", low), ("lte", high))
+            bounds = tuple((lookup, self.bound(end)) for lookup, end in ends if end.strip() != "*")
+            if not bounds:
+                raise ValueError(f"no bound: {value!r}")
+            return bounds
+        return (("exact", self.bound(value)),)
+
+    def where(self, value: Any) -> Q:
+        return Q(*(Q(**{f"{self.fields[0]}__{lookup}": bound}) for lookup, bound in value))
+
+
+def qualifiers(search: str) -> dict[str, str]:
+    """A search line of qualifiers (``action:run.requested actor:alice created:>2026-01-01``)
+    as a query, for :meth:`Listing.parse`; the words that are no qualifier are joined
+    under ``q``, the name the lists give their free-text search."""
+    found: dict[str, str] = {}
+    words = []
+    for word in search.split():
+        name, colon, value = word.partition(":")
+        if colon and name and value:
+            found[name] = value
+        else:
+            words.append(word)
+    if words:
+        found.setdefault("q", " ".join(words))
+    return found
 
 
 def _set(value: Any) -> bool:
