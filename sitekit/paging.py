@@ -185,25 +185,39 @@ def _check(model: type[Model], column: Column) -> Callable[[Any], Any]:
     """How a cursor's value for ``column`` is read back: as its field's type, or ValueError."""
     field = model._meta.pk if column.name in ("pk", "id") else model._meta.get_field(column.name)
     assert isinstance(field, Field), f"{model.__name__}.{column.name} is not a column"
+    read: Callable[[Any], Any]
+    if isinstance(field, DateTimeField):
+        read = _aware_time
+    elif isinstance(field, IntegerField):  # ids, sequence numbers
+        read = _id if field.primary_key else _integer
+    else:
+        read = _text
+    if not column.nullable:
+        return read
+    return lambda value: None if value is None else read(value)
 
-    def check(value: Any) -> Any:
-        if value is None:
-            if column.nullable:
-                return None
-        elif isinstance(field, DateTimeField):
-            if isinstance(value, str):
-                at = datetime.fromisoformat(value)
-                if at.tzinfo is not None:  # the database holds aware times: a naive one was not ours
-                    return at
-        elif isinstance(field, IntegerField):  # ids, sequence numbers
-            low = 1 if field.primary_key else _BIGINT[0]
-            if isinstance(value, int) and not isinstance(value, bool) and low <= value <= _BIGINT[1]:
-                return value
-        elif isinstance(value, str):
-            return value
-        raise ValueError(f"not a value of {model.__name__}.{column.name}: {value!r}")
 
-    return check
+def _aware_time(value: Any) -> datetime:
+    at = datetime.fromisoformat(value)  # TypeError for a number
+    if at.tzinfo is None:  # the database holds aware times: a naive one was not ours
+        raise ValueError(f"a naive time: {value!r}")
+    return at
+
+
+def _integer(value: Any, low: int = _BIGINT[0]) -> int:
+    if type(value) is not int or not low <= value <= _BIGINT[1]:  # bool is no int here
+        raise ValueError(f"not a database integer: {value!r}")
+    return value
+
+
+def _id(value: Any) -> int:
+    return _integer(value, 1)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"not text: {value!r}")
+    return value
 
 
 # -- filters ----------------------------------------------------------------------------------
@@ -343,6 +357,14 @@ class Listing:
         self.filters = {f.name: f for f in filters}
         if len(self.filters) != len(filters):
             raise ValueError("two filters of one list share a name")
+        # For values_page, worked out once: the fields of the filters that are equalities,
+        # and the order as the statement spells it (None: it cannot, a column may be NULL).
+        self._equalities = {f.name: f.equality for f in filters}
+        self._sql_order = (
+            None
+            if any(c.nullable for c in order.columns)
+            else tuple((c.name, c.descending) for c in order.columns)
+        )
 
     def __repr__(self) -> str:
         return f"Listing({self.order!r}, {', '.join(self.filters)})"
@@ -410,18 +432,18 @@ class Listing:
         For the hottest lists. ``scope`` holds ``name: value`` and ``name__in: values``;
         the filters used must be equalities, and the keyset's columns never NULL.
         """
+        if self._sql_order is None:
+            raise ValueError("a statement by hand cannot order by a column that may be NULL")
         start = self._start(cursor, None)
         where = dict(scope)
         for name, value in (values or {}).items():
             if _set(value):
-                field = self.filters[name].equality
+                field = self._equalities[name]
                 if field is None:
                     raise ValueError(f"filter {name!r} is not an equality: read it with page()")
                 where[field] = value
-        order = tuple((c.name, c.descending) for c in self.order.columns)
-        if any(c.nullable for c in self.order.columns):
-            raise ValueError("a statement by hand cannot order by a column that may be NULL")
-        rows = keyset_sql.select(self.order.model, columns, where, order=order, after=start, limit=limit + 1)
+        model, order = self.order.model, self._sql_order
+        rows = keyset_sql.select(model, columns, where, order=order, after=start, limit=limit + 1)
         return self._page(rows, limit, first=start is None)
 
     def _start(self, cursor: str | None, after: Key | None) -> Key | None:
