@@ -42,7 +42,7 @@ import binascii
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from django.db.models import DateTimeField, F, Field, IntegerField, Model, Q, QuerySet
@@ -177,7 +177,7 @@ class Keyset:
             if not isinstance(values, list) or len(values) != len(self.columns):
                 raise ValueError(cursor)
             return tuple(check(value) for check, value in zip(self._checks, values, strict=True))
-        except (binascii.Error, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        except (binascii.Error, ValueError, TypeError, OverflowError) as exc:  # JSONDecodeError: ValueError
             raise InvalidCursorError() from exc
 
 
@@ -201,7 +201,9 @@ def _aware_time(value: Any) -> datetime:
     at = datetime.fromisoformat(value)  # TypeError for a number
     if at.tzinfo is None:  # the database holds aware times: a naive one was not ours
         raise ValueError(f"a naive time: {value!r}")
-    return at
+    # In UTC, as the site writes them; a time that has none (year 1 at +14:00) is refused
+    # here, where SQLite's adapter would otherwise raise OverflowError mid-query.
+    return at.astimezone(UTC)
 
 
 def _integer(value: Any, low: int = _BIGINT[0]) -> int:
