@@ -348,7 +348,8 @@ class Page(Generic[_Row]):
     next_key: Key | None
     next_cursor: str | None
     first: bool
-    """No cursor was given: the page starts at the top of the list."""
+    """No cursor was given: the page starts at the top of the list (so a row arriving live
+    that sorts before every row shown still belongs on it, as the inbox's cards do)."""
 
 
 class Listing:
