@@ -37,9 +37,9 @@ from runs.schemas import (
     run_out,
     run_page_out,
 )
-from runs.selectors import run_filters, run_get, run_state, run_timeline
+from runs.selectors import run_get, run_rows_page, run_state, run_timeline
 from runs.services import run_resume, run_start
-from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, keyset_values_page, responses
+from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, responses
 from sitekit.db import unique_or_none
 from sitekit.errors import IdempotencyKeyInProgressError, IdempotencyKeyReusedError
 from tenants.api_auth import API_AUTH, Caller, TenantQuery, caller_of
@@ -174,16 +174,16 @@ def list_runs(
     tenant: TenantQuery = None,
 ) -> RunPageOut:
     caller = caller_of(request, tenant)
-    filters = run_filters(
+    page = run_rows_page(
         tenant_ids=caller.tenant_ids,
+        columns=RUN_OUT_COLUMNS,
         status=status.value if status else None,
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
+        cursor=cursor,
+        limit=limit,
     )
-    page, next_cursor = keyset_values_page(
-        Run, RUN_OUT_COLUMNS, filters, field="created_at", cursor=cursor, limit=limit
-    )
-    return run_page_out(page, next_cursor)
+    return run_page_out(page.rows, page.next_cursor)
 
 
 @router.get(
