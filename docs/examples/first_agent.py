@@ -29,6 +29,7 @@ HOME = Path("first-agent")
 TENANT, RUN, AGENT = "acme", "refund-a17", "support-bot"
 
 
+# --8<-- [start:tool]
 # 1. The downstream system: the payment provider's own record, outside Keelgate.
 def payments() -> sqlite3.Connection:
     db = sqlite3.connect(HOME / "payments.sqlite3", isolation_level=None)
@@ -50,6 +51,10 @@ def refund(args: Refund, call: ToolCall) -> dict[str, Any]:
     return {"refunded": args.amount}
 
 
+# --8<-- [end:tool]
+
+
+# --8<-- [start:agent]
 # 3. The agent: a planner (a script standing in for a model), the gateway, the loop.
 def build() -> Loop:
     stores = SqliteStores(HOME / "keelgate.sqlite3")  # checkpoints, keys, audit: one file
@@ -70,6 +75,10 @@ def build() -> Loop:
     return Loop(planner=planner, gateway=gateway, checkpoints=stores.checkpoints)
 
 
+# --8<-- [end:agent]
+
+
+# --8<-- [start:story]
 async def main() -> None:
     shutil.rmtree(HOME, ignore_errors=True)
     HOME.mkdir()
@@ -114,8 +123,15 @@ async def main() -> None:
     print(f"refunds made: {total}; audit chain of {report.checked} events intact: {report.ok}")
 
 
+# --8<-- [end:story]
+
+
+# --8<-- [start:worker]
 async def worker() -> None:
     await build().resume(TENANT, RUN)
+
+
+# --8<-- [end:worker]
 
 
 if __name__ == "__main__":
