@@ -161,7 +161,15 @@ def settings_page() -> str:
     for stmt, doc in _statement_docs(tree):
         if isinstance(stmt, ast.If):
             continue  # its body is visited statement by statement
+        # ``os.environ.get(NAME) or <default>``: the default is what follows the ``or``.
+        fallbacks = {
+            name: node.values[1]
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)
+            for name, _ in _env_reads(node.values[0])
+        }
         for name, default in _env_reads(stmt):
+            default = default if default is not None else fallbacks.get(name)
             if name in seen:
                 continue
             what = docs_by_name.get(name) or doc or _described(name, rows) or ELSEWHERE.get(name, "")
