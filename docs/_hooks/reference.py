@@ -288,6 +288,8 @@ def commands_page() -> str:
             for action in options:
                 flags = ", ".join(action.option_strings) or action.metavar or action.dest
                 what = action.help or ""
+                if not what:
+                    log.warning("argument %s of manage.py %s has no help", action.dest, name)
                 if action.choices:
                     what = f"{what} (one of: {', '.join(map(str, action.choices))})".strip()
                 if action.required and action.option_strings:

@@ -61,7 +61,7 @@ class Command(BaseCommand):
     help = "Migrate, create the demo, and run Daphne plus a worker until Ctrl-C."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--port", type=int, default=8000, help="the port Daphne listens on")
         parser.add_argument("--bind", default="127.0.0.1", help="the address Daphne listens on")
         parser.add_argument("--password", help="the demo operator's password")
         parser.add_argument(
