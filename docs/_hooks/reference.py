@@ -274,6 +274,8 @@ def commands_page() -> str:
     for name in sorted(ours):
         command = load_command_class(ours[name], name)
         parser = command.create_parser("manage.py", name)
+        if not command.help:
+            log.warning("manage.py %s has no help", name)
         lines += [f"## `{name}`", "", _md(" ".join(str(command.help).split())), ""]
         usage = " ".join(parser.format_usage().split())
         usage = re.sub(r"\[--version\].*?\[--skip-checks\]\s*", "", usage)
