@@ -486,7 +486,10 @@ def _requirement_names() -> set[str]:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """``dependencies.md`` names every dependency of pyproject.toml, and nothing else."""
+    """``dependencies.md`` names every dependency of pyproject.toml, and nothing else; the
+    code's links into ``performance.md`` name sections it has."""
+    if page.file.src_uri == "performance.md":
+        _check_performance_links(markdown)
     if page.file.src_uri == "dependencies.md":
         listed = set(re.findall(r"^\| `([a-z0-9-]+)` \|", markdown, re.MULTILINE))
         for name in sorted(_requirement_names() - listed):
@@ -494,3 +497,19 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         for name in sorted(listed - _requirement_names()):
             log.warning("dependencies.md lists %s, which pyproject.toml does not", name)
     return markdown
+
+
+PERFORMANCE_LINK = re.compile(r"docs/performance\.md#([a-z0-9-]+)")
+
+
+def _check_performance_links(markdown: str) -> None:
+    """Every ``docs/performance.md#anchor`` in the product's comments names a section that exists."""
+    from markdown.extensions.toc import slugify
+
+    anchors = set(re.findall(r"\{ ?#([a-z0-9-]+) ?\}", markdown))
+    for heading in re.findall(r"^#+ (.+?)(?: \{.*\})?$", markdown, re.MULTILINE):
+        anchors.add(slugify(heading, "-"))
+    for path in [*_sources(), ROOT / "bench" / "README.md", ROOT / "ARCHITECTURE.md"]:
+        for anchor in PERFORMANCE_LINK.findall(path.read_text()):
+            if anchor not in anchors:
+                log.warning("%s links to docs/performance.md#%s, which does not exist", _rel(path), anchor)
