@@ -331,7 +331,7 @@ def errors_page() -> str:
         "",
     ]
     for title, module in (("The engine (`keelgate.errors`)", engine), ("The site (`sitekit.errors`)", site)):
-        lines += [f"## {title}", "", "| code | HTTP | class | wording | when |", "| --- " * 5 + "|"]
+        lines += [f"## {title}", "", "| code | HTTP | wording | class: when |", "| --- " * 4 + "|"]
         for cls in tree(engine.KeelgateError, 0):
             if cls.__module__ != module.__name__:
                 continue
@@ -339,7 +339,7 @@ def errors_page() -> str:
             doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
             if not doc:
                 log.warning("error class %s.%s has no docstring", cls.__module__, cls.__name__)
-            lines.append(f"| `{cls.code}` | {status} | `{cls.__name__}` | {_md(cls.message)} | {_md(doc)} |")
+            lines.append(f"| `{cls.code}` | {status} | {_md(cls.message)} | `{cls.__name__}`: {_md(doc)} |")
         lines.append("")
     strays = [
         cls for cls in tree(engine.KeelgateError, 0) if cls.__module__ not in {engine.__name__, site.__name__}
@@ -460,7 +460,10 @@ PAGES = {
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages (and the changelog) to the site."""
     for uri, build in PAGES.items():
-        files.append(File.generated(config, uri, content=build()))
+        page = build()
+        if uri != "reference/commands.md":  # wide tables: the page's own table of contents goes
+            page = "---\nhide:\n  - toc\n---\n\n" + page
+        files.append(File.generated(config, uri, content=page))
     changelog = (ROOT / "CHANGELOG.md").read_text().replace("](docs/", "](")  # links from the root
     files.append(File.generated(config, "changelog.md", content=changelog))
     return files
