@@ -304,7 +304,7 @@ def run_page_out(rows: list[dict[str, Any]], next_cursor: str | None) -> RunPage
 
     No model instance per row and one pydantic call for the page, with
     ``sitekit.api.PydanticJSONRenderer`` encoding it: a model and a :class:`RunOut` per row
-    cost more than the page's query (docs/performance.md#json-rendering).
+    made the page markedly slower (docs/performance.md#json-rendering).
     """
     items = [_run_fields(row) for row in rows]
     return RunPageOut.model_validate({"items": items, "next_cursor": next_cursor})
