@@ -121,7 +121,7 @@ ASGI_APPLICATION = "keelgate_site.asgi.application"
 # Django runs each request's sync code in a thread of its own (asgiref), and a kept
 # connection belongs to a thread. KEELGATE_DB_POOL=N (PostgreSQL) gives the process a
 # psycopg pool of up to N connections instead, which any thread borrows for a request:
-# what web processes want (keelgate_serve sets 8; docs/deploy.md, bench 6).
+# what web processes want (keelgate_serve sets 8; docs/performance.md#pool-check).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'keelgate.sqlite3'}",

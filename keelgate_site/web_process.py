@@ -4,15 +4,14 @@ new connection per turn on a shared socket.
 Several web processes share one listening socket (``keelgate_serve --web-processes N``).
 Linux wakes every process waiting on it when a connection arrives, and Twisted's
 listener then accepts up to a hundred in a row (more after a full batch), so the first
-process to wake took every connection of a burst: in bench 6, one of two processes held
-all 16 keep-alive connections in five rounds of six while the other idled, and two
-processes served no more than one. Accepting one connection per turn of the event
+process to wake took every connection of a burst: one of two processes held every
+keep-alive connection while the other idled, and two processes served no more than one
+(docs/performance.md#accept). Accepting one connection per turn of the event
 loop, the processes that are running take turns at a burst, and one busy with requests
 comes back to accept later than an idle one; a frozen process takes none. Not always
 evenly: a process hands a request's work to a thread and keeps turning, so an idle one
 can still take most of a burst while the other is off the CPU (bench 6 prints the
-busiest process's share: at worst 52 % over five rounds of ``GET /runs`` in one full
-run, but 98-99 % in at least one round of approve and one of the JSON 404).
+busiest process's share; docs/performance.md#accept).
 
 A process on a socket of its own (``-p``, ``-b``: one Daphne per port behind a proxy,
 docs/deploy.md) shares no burst, so only a process given a socket (``--fd``) takes

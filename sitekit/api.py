@@ -107,8 +107,8 @@ def responses(ok: dict[int, Any], errors: tuple[int, ...]) -> dict[int, Any]:
 class PydanticJSONRenderer(JSONRenderer):
     """Response bodies encoded by pydantic-core (Rust), not by ``json.dumps`` in Python.
 
-    A page of 50 runs took 374 µs through ``json.dumps`` and ninja's encoder (a Python
-    call per timestamp and enum) and takes about 150 µs here. Timestamps keep their
+    ``json.dumps`` and ninja's encoder make a Python call per timestamp and enum, the
+    larger part of a page's encoding (docs/performance.md#json-rendering). Timestamps keep their
     microseconds (RFC 3339, ``Z`` for UTC); text is UTF-8, not ``\\u`` escapes. What
     pydantic-core cannot encode goes to ninja's own encoder, as before.
     """
