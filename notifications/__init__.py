@@ -5,9 +5,9 @@ how far it has read, and moves only with the deliveries for what it passed, so n
 is lost when the delivering process dies. Top to bottom (import-linter checks):
 
 - ``management``, ``admin``, ``views``: the command, the admin, the webhooks page.
-- ``registry`` (which channels run) beside the channels ``emails`` and ``webhooks``,
-  which know the engine and not each other.
-- ``passes``: one pass of a channel: tail, then deliver each recipient's due batch.
+- the channels ``emails`` and ``webhooks``, which know the engine and not each other.
+- ``passes``: one pass of a channel (tail, then deliver each recipient's due batch), and
+  of every channel registered in ``KEELGATE_NOTIFICATION_CHANNELS``.
 - ``cursors`` (the chain past each cursor into deliveries) and ``claims`` (claim under
   a lease, the attempt log, retries with backoff).
 - ``channel``: the :class:`~notifications.channel.Channel` protocol every channel satisfies.

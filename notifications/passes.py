@@ -1,5 +1,9 @@
 """One pass of a channel: tail the chain into deliveries, then deliver each recipient's due batch.
 
+:func:`notify_all` runs one pass of every channel in ``KEELGATE_NOTIFICATION_CHANNELS``
+(dotted paths of classes: the registry). A channel is named there, never imported
+here: the engine knows no channel, and each channel knows only the engine.
+
 :func:`deliver` finds the channel's due deliveries (oldest first), batches them by
 recipient (at most ``per_recipient`` each), and has the channel cut each batch into
 messages. Each message is claimed, sent through the channel's session and recorded
@@ -18,8 +22,10 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, connections
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from notifications.channel import Channel, D, Delivered, Failed, Send
 from notifications.claims import claim, defer, due, record
@@ -27,6 +33,26 @@ from notifications.cursors import tail
 from notifications.models import DeliveryStatus
 
 log = logging.getLogger("keelgate.notifications")
+
+
+def channels() -> list[Channel[Any]]:
+    """One instance of each registered channel, in the setting's order; names must be unique."""
+    found: list[Channel[Any]] = [import_string(path)() for path in settings.KEELGATE_NOTIFICATION_CHANNELS]
+    names = [channel.name for channel in found]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two notification channels share a name: {names}")
+    return found
+
+
+def notify_all() -> int:
+    """One pass of every registered channel; messages delivered. One failing channel stops no other."""
+    delivered = 0
+    for channel in channels():
+        try:
+            delivered += run_pass(channel)
+        except Exception:
+            log.exception("notifications: the %s pass failed; the next pass tries again", channel.name)
+    return delivered
 
 
 def run_pass(channel: Channel[Any]) -> int:

@@ -2,10 +2,9 @@
 
 One concept per module, each using only those listed after it (import-linter checks):
 
-- ``channel``: :class:`WebhookChannel`: which events, to which endpoints, one signed POST
-  each (``deliver_due`` is one pass of it).
+- ``channel``: :class:`WebhookChannel`: which events, to which endpoints, each a signed POST
+  with a fixed id and body (``deliver_due`` is one pass of it).
 - ``services``: register an endpoint (its secret shown once, its cursor at the chain's head).
-- ``payloads``: a message's id and fixed JSON body.
 - ``selectors``: reads, for payloads (a call's arguments) and for the console page.
 - ``events``: which audit events become which webhook events, and what they say.
 - ``transport``: one POST to a vetted address within a hard deadline.

@@ -3,9 +3,11 @@
 Each enabled endpoint reads its tenant's chain past a cursor of its own, made at the
 chain's head when the endpoint was registered (it hears of events from then on). Every
 audit event that maps to a webhook event the endpoint wants becomes a
-:class:`~notifications.models.WebhookDelivery` with its id and body fixed
-(:mod:`notifications.webhooks.payloads`); a delivery is unique per (endpoint, event),
-so two passes at once record it once.
+:class:`~notifications.models.WebhookDelivery`, unique per (endpoint, event), so two
+passes at once record it once. Its id (``msg_<tenant>_<seq>``, :func:`message_id`) and
+body (:func:`webhook_payload`) are fixed when it is recorded: every retry, in any
+process, sends the same id and bytes, and a receiver that deduplicates on
+``webhook-id`` sees each event once.
 
 Each delivery is its own message, claimed just before it is sent, so a request that
 outlives the lease is the only one another sender may take over. An endpoint's
@@ -18,18 +20,21 @@ attempt ``n``; when the schedule runs out it is marked failed and stays visible.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
+from django.urls import reverse
 
 from notifications.channel import Delivered, Failed, Feed, Result, Routed, Send, Subscription
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.webhooks.events import AUDIT_KINDS, webhook_event
-from notifications.webhooks.payloads import message_id, webhook_payload
+from notifications.webhooks.events import AUDIT_KINDS, WebhookEvent, webhook_event
+from notifications.webhooks.selectors import action_arguments
 from notifications.webhooks.signing import signed_headers
 from notifications.webhooks.targets import check_url
 from notifications.webhooks.transport import Response, post
@@ -135,6 +140,38 @@ class WebhookChannel:
     def counted(self, outcome: str) -> None:
         """``keelgate_webhook_attempts_total`` by result: delivered, retry or failed."""
         metrics.WEBHOOK_ATTEMPTS.labels(outcome).inc()
+
+
+# -- one message: its id and body, and its POST --------------------------------------
+
+
+def message_id(tenant_id: str, seq: int) -> str:
+    """The Standard Webhooks message id of one audit event: the same on every retry."""
+    return f"msg_{tenant_id}_{seq}"
+
+
+def console_url(tenant_id: str, run_id: str | None) -> str:
+    """The run's page in the console (the inbox if the event names no run)."""
+    base = str(getattr(settings, "KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")).rstrip("/")
+    path = reverse("run", args=[tenant_id, run_id]) if run_id else reverse("inbox")
+    return base + path
+
+
+def webhook_payload(endpoint: WebhookEndpoint, seq: int, at: str, event: WebhookEvent) -> str:
+    """The JSON body of one message: ``type``, ``timestamp`` and ``data`` (Standard Webhooks)."""
+    tenant_id = endpoint.tenant.slug
+    data: dict[str, Any] = {
+        "tenant": tenant_id,
+        **event.data,
+        "console_url": console_url(tenant_id, event.run_id),
+        "audit_seq": seq,
+    }
+    if endpoint.include_arguments and event.run_id and event.action_id:
+        data["arguments"] = action_arguments(tenant_id, event.run_id, event.action_id)
+        new_action_id = event.data.get("new_action_id")
+        if isinstance(new_action_id, str):
+            data["edited_arguments"] = action_arguments(tenant_id, event.run_id, new_action_id)
+    return json.dumps({"type": event.type, "timestamp": at, "data": data}, separators=(",", ":"))
 
 
 def delivery_send(delivery: WebhookDelivery) -> Response:

@@ -3,7 +3,7 @@
 The audit chain records everything; a receiver wants to hear when something waits for
 a person or has settled. Each mapped event names its tenant, run, action and tool and
 links to the run's console page. It never carries the call's arguments: the payload
-builder (:mod:`notifications.webhooks.payloads`) adds them only for an endpoint whose
+builder (:func:`notifications.webhooks.channel.webhook_payload`) adds them only for an endpoint whose
 tenant opted in.
 
 =====================  =============================================================

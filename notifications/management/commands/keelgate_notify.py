@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from notifications.registry import notify_all
+from notifications.passes import notify_all
 
 
 class Command(BaseCommand):
