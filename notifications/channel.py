@@ -25,8 +25,8 @@ deliveries are sent in order and stop at a failure, so an update never overtakes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -118,6 +118,11 @@ Send = Callable[[Sequence[Any]], Result]
 class Channel(Protocol[D]):
     """A way of telling someone that something happened, on the shared delivery engine.
 
+    Three questions make a channel: which events it wants (:attr:`kinds`), who gets
+    them (:meth:`subscriptions`, :meth:`route`) and how a batch is delivered
+    (:meth:`messages`, :meth:`session`); the rest tunes the engine, and
+    :class:`ChannelDefaults` answers it for most channels.
+
     Contract (the suite in ``tests/site/notifications/contract/`` checks it on every
     channel): :meth:`route` has no side effects (the engine commits its deliveries with
     the cursor's move, or neither); :meth:`session`'s sender never raises for a failure
@@ -129,49 +134,63 @@ class Channel(Protocol[D]):
     """Unique: the cursors' key space, the logs' and the registry's name."""
     model: type[D]
     """The channel's table of :class:`~notifications.models.Delivery` rows."""
+
+    # -- which events it wants -------------------------------------------------------
+
     kinds: frozenset[str]
-    """Which events it wants: the audit kinds the engine reads for it."""
+    """The audit kinds the engine reads for it; every other event is passed over."""
 
-    @property
-    def workers(self) -> int:
-        """Recipients served side by side in one pass (threads); 1 for one shared connection."""
-        ...
-
-    per_pass: int
-    """Due deliveries looked at per pass."""
-    per_recipient: int
-    """Due deliveries one recipient gets per pass, so one slow recipient starves no other."""
-
-    def enabled(self) -> bool:
-        """Off, a pass does nothing and moves no cursor."""
-        ...
+    # -- who gets them ---------------------------------------------------------------
 
     def subscriptions(self) -> Iterable[list[Subscription]]:
         """Who reads which chain, in groups: each group's cursors move in one transaction."""
         ...
 
     def route(self, feeds: list[Feed], now: datetime) -> Routed[D]:
-        """Who gets what: the deliveries these events make (unsaved), and what to hold back."""
+        """The deliveries these events make (unsaved), and what to hold back for the next pass."""
         ...
 
-    def sendable(self) -> Q:
-        """A further condition on due deliveries (their endpoint is enabled), or ``Q()``."""
-        ...
+    # -- delivering a batch ----------------------------------------------------------
 
     def messages(self, due: list[D]) -> list[list[D]]:
-        """How one recipient's due deliveries, in order, become messages."""
+        """How one recipient's due deliveries (its batch, in order) become messages."""
         ...
 
     def session(self) -> AbstractContextManager[Send]:
         """What one pass (or one worker thread of it) sends with: open, yield the sender, close."""
         ...
 
-    def lease(self) -> timedelta:
-        """How long a claim holds: never shorter than a send may take, or a live sender is raced."""
-        ...
-
     def retry_after(self, attempts: int) -> timedelta | None:
         """The wait after failed attempt number ``attempts``; None: give up (failed)."""
+        ...
+
+    # -- tuning (ChannelDefaults has an answer for each) -----------------------------
+
+    @property
+    def workers(self) -> int:
+        """Recipients served side by side in one pass (threads); 1 for one shared connection."""
+        ...
+
+    @property
+    def per_pass(self) -> int:
+        """Due deliveries looked at per pass."""
+        ...
+
+    @property
+    def per_recipient(self) -> int:
+        """Due deliveries one recipient gets per pass, so one slow recipient starves no other."""
+        ...
+
+    def enabled(self) -> bool:
+        """Off, a pass does nothing and moves no cursor."""
+        ...
+
+    def sendable(self) -> Q:
+        """A further condition on due deliveries (their endpoint is enabled), or ``Q()``."""
+        ...
+
+    def lease(self) -> timedelta:
+        """How long a claim holds: never shorter than a send may take, or a live sender is raced."""
         ...
 
     def keep_finished(self) -> timedelta | None:
@@ -181,3 +200,44 @@ class Channel(Protocol[D]):
     def counted(self, outcome: str) -> None:
         """Count one finished attempt (``delivered``, ``skipped``, ``retry``, ``failed``) in metrics."""
         ...
+
+
+class ChannelDefaults(Generic[D]):
+    """The tuning most channels keep: each delivery its own message, sent by :meth:`send`, in order.
+
+    A channel subclasses it and writes what is its own: ``name``, ``model``, ``kinds``,
+    ``subscriptions``, ``route``, ``send`` and ``retry_after``.
+    """
+
+    per_pass = 200
+    per_recipient = 20
+
+    @property
+    def workers(self) -> int:
+        return 1
+
+    def enabled(self) -> bool:
+        return True
+
+    def sendable(self) -> Q:
+        return Q()
+
+    def messages(self, due: list[D]) -> list[list[D]]:
+        return [[delivery] for delivery in due]
+
+    @contextmanager
+    def session(self) -> Iterator[Send]:
+        yield self.send
+
+    def send(self, deliveries: Sequence[D]) -> Result:
+        """Deliver one message; return what happened (never raise for the far side's failure)."""
+        raise NotImplementedError
+
+    def lease(self) -> timedelta:
+        return timedelta(seconds=60)
+
+    def keep_finished(self) -> timedelta | None:
+        return None
+
+    def counted(self, outcome: str) -> None:
+        return None

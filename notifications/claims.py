@@ -66,7 +66,7 @@ def claim(channel: Channel[D], pks: Sequence[int]) -> Claim[D] | None:
         if len(held) != won:  # no longer sendable since the pass began (disabled): leave it due
             transaction.set_rollback(True)
             return None
-        log_model = _attempt_log(model)
+        log_model = attempt_log(model)
         if log_model is not None:
             log_model._default_manager.bulk_create(
                 [log_model(delivery=d, number=d.attempts, started_at=now) for d in held]
@@ -83,7 +83,7 @@ def record(channel: Channel[D], claim: Claim[D], result: Result) -> None:
     error = result.error[:500] if isinstance(result, Failed) else ""
     code = None if isinstance(result, Skipped) else result.status_code
     with transaction.atomic():
-        log_model = _attempt_log(model)
+        log_model = attempt_log(model)
         if log_model is not None:
             for delivery in claim.deliveries:
                 log_model._default_manager.filter(delivery_id=delivery.pk, number=delivery.attempts).update(
@@ -166,7 +166,7 @@ def receipt_for(delivery: Delivery) -> str:
     return earlier or ""
 
 
-def _attempt_log(model: type[Delivery]) -> Any:
-    """The channel's attempt model, if its deliveries keep an ``attempt_log``."""
+def attempt_log(model: type[Delivery]) -> Any:
+    """The channel's :class:`~notifications.models.Attempt` model, if its deliveries keep ``attempt_log``."""
     relation = getattr(model, "attempt_log", None)
     return None if relation is None else relation.rel.related_model

@@ -35,9 +35,18 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import get_connection
-from django.db.models import Q
 
-from notifications.channel import Delivered, Failed, Feed, Result, Routed, Send, Skipped, Subscription
+from notifications.channel import (
+    ChannelDefaults,
+    Delivered,
+    Failed,
+    Feed,
+    Result,
+    Routed,
+    Send,
+    Skipped,
+    Subscription,
+)
 from notifications.emails.items import KINDS, per_person, refs_of, resolve, waiting_items
 from notifications.emails.message import message, smtp_error
 from notifications.models import EmailBatch
@@ -49,15 +58,15 @@ MAX_ATTEMPTS = 10
 KEEP_FINISHED = timedelta(days=7)
 
 
-class EmailChannel:
+class EmailChannel(ChannelDefaults[EmailBatch]):
     """One message per person per pass about the approvals and unknown outcomes they may decide."""
 
     name = "email"
     model = EmailBatch
     kinds = KINDS
-    workers = 1  # one SMTP connection per pass
     per_pass = 1000
     per_recipient = 1000
+    # One worker (the default): the pass shares one SMTP connection.
 
     def enabled(self) -> bool:
         """``KEELGATE_EMAIL_ENABLED``: off, a pass does nothing (and moves no cursor)."""
@@ -81,9 +90,6 @@ class EmailChannel:
             for user_id, items in per_person(waiting).items()
         ]
         return routed
-
-    def sendable(self) -> Q:
-        return Q()
 
     def messages(self, due: list[EmailBatch]) -> list[list[EmailBatch]]:
         """All of a person's due batches make one message."""
@@ -131,6 +137,3 @@ class EmailChannel:
 
     def keep_finished(self) -> timedelta | None:
         return KEEP_FINISHED
-
-    def counted(self, outcome: str) -> None:
-        """Email keeps no counter of its own (its batches are the record)."""

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +30,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.urls import reverse
 
-from notifications.channel import Delivered, Failed, Feed, Result, Routed, Send, Subscription
+from notifications.channel import ChannelDefaults, Delivered, Failed, Feed, Result, Routed, Subscription
 from notifications.models import WebhookDelivery, WebhookEndpoint
 from notifications.webhooks.events import AUDIT_KINDS, WebhookEvent, webhook_event
 from notifications.webhooks.selectors import action_arguments
@@ -52,23 +51,17 @@ def retry_schedule() -> list[float]:
     return [float(s) for s in getattr(settings, "KEELGATE_WEBHOOK_RETRY_SCHEDULE", [5, 300, 1800, 7200])]
 
 
-class WebhookChannel:
+class WebhookChannel(ChannelDefaults[WebhookDelivery]):
     """Standard Webhooks to each tenant's registered receivers."""
 
     name = "webhooks"
     model = WebhookDelivery
     kinds = AUDIT_KINDS
-    per_pass = 200
-    per_recipient = 20
 
     @property
     def workers(self) -> int:
         """Endpoints served side by side in one pass (threads; each request waits on the network)."""
         return max(1, int(getattr(settings, "KEELGATE_WEBHOOK_WORKERS", 4)))
-
-    def enabled(self) -> bool:
-        """Always: an endpoint is turned off on its own (``WebhookEndpoint.enabled``)."""
-        return True
 
     def subscriptions(self) -> list[list[Subscription]]:
         """Each enabled endpoint on its own, from the chain's head if it has no cursor yet."""
@@ -106,15 +99,6 @@ class WebhookChannel:
         """Only to enabled endpoints: one disabled since the pass began is left due."""
         return Q(endpoint__enabled=True)
 
-    def messages(self, due: list[WebhookDelivery]) -> list[list[WebhookDelivery]]:
-        """One message per delivery, in the endpoint's order."""
-        return [[delivery] for delivery in due]
-
-    @contextmanager
-    def session(self) -> Iterator[Send]:
-        """Nothing shared between requests: each opens its own connection to a checked address."""
-        yield self.send
-
     def send(self, deliveries: Sequence[WebhookDelivery]) -> Result:
         """POST the delivery, signed now, to its endpoint; a refused address is a failed attempt."""
         (delivery,) = deliveries
@@ -132,10 +116,6 @@ class WebhookChannel:
         """The schedule's wait after attempt ``attempts``; None once it has run out."""
         schedule = retry_schedule()
         return timedelta(seconds=schedule[attempts - 1]) if attempts <= len(schedule) else None
-
-    def keep_finished(self) -> timedelta | None:
-        """For good: the console lists the newest, and the admin every one."""
-        return None
 
     def counted(self, outcome: str) -> None:
         """``keelgate_webhook_attempts_total`` by result: delivered, retry or failed."""

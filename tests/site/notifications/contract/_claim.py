@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from notifications.channel import Delivered
-from notifications.claims import claim, record
+from notifications.claims import attempt_log, claim, record
 from notifications.cursors import tail
 from notifications.passes import deliver, run_pass
 from tests.site.notifications.contract._base import Harness
@@ -38,6 +38,10 @@ class ClaimContract:
         assert (delivery.status, delivery.attempts, delivery.lease_token) == ("delivering", 1, held.token)
         assert delivery.lease_until is not None and delivery.lease_until > timezone.now()
         assert harness.received() == 0
+        log = attempt_log(harness.channel.model)
+        if log is not None:  # a channel that logs each try has its row before the try
+            rows = log._default_manager.filter(delivery=delivery).values_list("number", "finished_at")
+            assert list(rows) == [(1, None)]
 
     def test_a_claim_whose_lease_holds_keeps_other_senders_off(self, harness: Harness) -> None:
         """While a (perhaps dead) sender's lease holds, a pass sends nothing."""

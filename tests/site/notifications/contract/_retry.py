@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from notifications.claims import attempt_log
 from notifications.passes import run_pass
 from tests.site.notifications.contract._base import Harness
 
@@ -49,6 +50,11 @@ class RetryContract:
         assert harness.received() == 1
         (delivery,) = harness.deliveries()
         assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 2, "")
+        log = attempt_log(harness.channel.model)
+        if log is not None:  # a channel that logs each try: the refusal, then the delivery, both finished
+            rows = list(log._default_manager.filter(delivery=delivery).order_by("number"))
+            assert [(a.number, a.finished_at is not None) for a in rows] == [(1, True), (2, True)]
+            assert rows[0].error or rows[0].status_code  # why the first was refused
 
     def test_when_the_backoff_runs_out_it_is_failed_and_stays(self, harness: Harness) -> None:
         """After the attempt ``retry_after`` gives up on, it is failed, finished and never retried."""
