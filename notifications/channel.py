@@ -19,8 +19,9 @@ again. A channel that must not repeat itself gives the far side a stable id (web
 A channel that updates what it sent (a chat message edited when its approval is decided)
 sets :attr:`Delivery.item <notifications.models.Delivery.item>` on the deliveries of one
 thing, returns the far side's message id as :attr:`Delivered.receipt`, and reads it back
-with :func:`notifications.claims.receipt_for` when the update's turn comes. A recipient's
-deliveries are sent in order and stop at a failure, so an update never overtakes its post.
+with :func:`notifications.claims.receipt_for` when the update's turn comes. A delivery
+about an item waits while an earlier one about the same item to the same recipient is
+unfinished, so an update never overtakes its post.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ here: the engine knows no channel, and each channel knows only the engine.
 :func:`deliver` finds the channel's due deliveries (oldest first), batches them by
 recipient (at most ``per_recipient`` each), and has the channel cut each batch into
 messages. Each message is claimed, sent through the channel's session and recorded
-(:mod:`notifications.claims`). A failure stops what the channel says it reaches: the
+(:mod:`notifications.claims`), a recipient's in the order they were made; a
+delivery about an item (``Delivery.item``) waits while an earlier one about the same
+item to the same recipient is unfinished, so an update never overtakes its post. A
+failure stops what the channel says it reaches: the
 message, the recipient (down: its other messages wait for the next pass), or the whole
 channel (its server is down: everyone's remaining messages are put off one backoff
 step). Recipients are served side by side on ``workers`` threads, each with a session
@@ -66,17 +69,19 @@ def run_pass(channel: Channel[Any]) -> int:
 def deliver(channel: Channel[D]) -> int:
     """Send every due message of the channel once; the number delivered."""
     now = timezone.now()
-    rows = (
+    rows = list(
         channel.model._default_manager.filter(due(now))
         .filter(channel.sendable())
         .order_by("next_attempt_at", "pk")
-        .values_list("pk", channel.model.RECIPIENT)[: channel.per_pass]
+        .values_list("pk", channel.model.RECIPIENT, "item")[: channel.per_pass]
     )
     batches: dict[Any, list[int]] = defaultdict(list)
-    for pk, recipient in rows:
+    for pk, recipient, _ in _after_their_items(channel, rows):
         if len(batches[recipient]) < channel.per_recipient:
             batches[recipient].append(pk)
     groups = list(batches.values())
+    if not groups:
+        return 0  # and takes no write lock
     down = threading.Event()
     if len(groups) <= 1 or channel.workers <= 1:
         with channel.session() as send:
@@ -88,6 +93,28 @@ def deliver(channel: Channel[D]) -> int:
         defer(channel, [pk for group in groups for pk in group], now)
     _prune(channel)
     return delivered
+
+
+def _after_their_items(channel: Channel[Any], rows: list[tuple[int, Any, str]]) -> list[tuple[int, Any, str]]:
+    """The due rows less those waiting for an earlier delivery of the same item to the same recipient.
+
+    An update must not overtake its post: while the post waits for its retry (not due
+    yet), the update of the same item waits too.
+    """
+    items = {item for _, _, item in rows if item}
+    if not items:
+        return rows
+    unfinished = (
+        channel.model._default_manager.filter(
+            item__in=items, status__in=[DeliveryStatus.PENDING, DeliveryStatus.DELIVERING]
+        )
+        .exclude(pk__in=[pk for pk, _, _ in rows])
+        .values_list("pk", channel.model.RECIPIENT, "item")
+    )
+    first: dict[tuple[Any, str], int] = {}
+    for pk, recipient, item in unfinished:
+        first[(recipient, item)] = min(pk, first.get((recipient, item), pk))
+    return [row for row in rows if not row[2] or first.get((row[1], row[2]), row[0]) >= row[0]]
 
 
 def _threaded(channel: Channel[D], pks: list[int], down: threading.Event) -> int:
@@ -103,9 +130,13 @@ def _deliver_batch(channel: Channel[D], send: Send, pks: list[int], down: thread
     if down.is_set():
         return 0
     delivered = 0
+    failed_items: set[str] = set()
     try:
-        due_now = list(channel.model._default_manager.filter(pk__in=pks).order_by("next_attempt_at", "pk"))
+        # In the order they were made: the chain's order, and a post before its update.
+        due_now = list(channel.model._default_manager.filter(pk__in=pks).order_by("pk"))
         for message in channel.messages(due_now):
+            if any(d.item in failed_items for d in message):
+                continue  # its item's earlier message failed this pass: it waits its turn
             held = claim(channel, [d.pk for d in message])
             if held is None:
                 continue
@@ -113,7 +144,9 @@ def _deliver_batch(channel: Channel[D], send: Send, pks: list[int], down: thread
             record(channel, held, result)
             if isinstance(result, Delivered):
                 delivered += 1
-            elif isinstance(result, Failed) and result.stop != "message":
+                continue
+            failed_items.update(d.item for d in message if d.item)
+            if isinstance(result, Failed) and result.stop != "message":
                 if result.stop == "channel":
                     down.set()
                     log.warning("notifications: %s is down (%s); retrying later", channel.name, result.error)

@@ -81,14 +81,39 @@ def test_a_post_is_edited_in_place_when_its_item_is_decided(operator):
     ]
 
 
-def test_an_edit_never_overtakes_its_post(operator):
-    """The post fails: the edit is not tried that pass; once the post is through, the edit follows."""
+def test_an_edit_never_overtakes_its_post(operator, settings):
+    """The post fails: the edit waits, that pass and until the post's retry is due; then both go, in order."""
+    settings.KEELGATE_WEBHOOK_RETRY_SCHEDULE = [30.0]
     channel = setup()
     channel.down = True
     assert run_pass(channel) == 0
+    channel.down = False
+    assert run_pass(channel) == 0  # the edit is due, its post is not: the edit waits
     attempts = list(WebhookDelivery.objects.order_by("seq").values_list("event_type", "attempts"))
     assert attempts == [("approval.requested", 1), ("approval.decided", 0)]
-    channel.down = False
-    WebhookDelivery.objects.update(next_attempt_at=timezone.now())  # the retry is due
+    WebhookDelivery.objects.update(next_attempt_at=timezone.now())  # the post's retry is due
     assert run_pass(channel) == 2
     assert channel.posts == {"ts-1": "approved"}
+
+
+def test_a_failed_post_holds_back_its_own_edit_only(operator):
+    """Another item's post goes on while the first item's post fails and its edit waits."""
+    channel = setup("r1")
+    log = DjangoAuditLog()
+    log.append("t1", actor="agent:x", kind="approval.requested", body={"run_id": "r2", "action_id": "1-2"})
+    refused = {"approval:r1:1-2"}
+    send = channel.send
+
+    def picky(deliveries):
+        if deliveries[0].item in refused:
+            return Failed("refused", stop="message")
+        return send(deliveries)
+
+    channel.send = picky  # type: ignore[method-assign]
+    assert run_pass(channel) == 1
+    sent = list(WebhookDelivery.objects.order_by("seq").values_list("item", "status", "attempts"))
+    assert sent == [
+        ("approval:r1:1-2", "pending", 1),
+        ("approval:r1:1-2", "pending", 0),
+        ("approval:r2:1-2", "delivered", 1),
+    ]
