@@ -16,7 +16,7 @@ import re
 import pytest
 from django.test import Client
 
-from notifications.webhooks.delivery import deliver_due
+from notifications.webhooks import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
 from runs.engine.worker import Worker
 from runs.services import run_start
