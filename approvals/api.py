@@ -29,10 +29,10 @@ from approvals.schemas import (
     approval_out,
     unknown_outcome_out,
 )
-from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
+from approvals.selectors import approval_get, approval_page, unknown_outcome_get, unknown_outcome_page
 from approvals.services import Decision, approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
-from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
+from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH as AUTH
 from tenants.api_auth import TenantQuery, caller_of
 
@@ -58,9 +58,10 @@ def list_approvals(
     tenant: TenantQuery = None,
 ) -> ApprovalPageOut:
     caller = caller_of(request, tenant)
-    rows = approvals_for(tenant_ids=caller.tenant_ids, status=None if status == "all" else status)
-    page, next_cursor = keyset_page(rows, field="requested_at", cursor=cursor, limit=limit)
-    return ApprovalPageOut(items=[approval_out(row) for row in page], next_cursor=next_cursor)
+    page = approval_page(
+        tenant_ids=caller.tenant_ids, status=None if status == "all" else status, cursor=cursor, limit=limit
+    )
+    return ApprovalPageOut(items=[approval_out(row) for row in page.rows], next_cursor=page.next_cursor)
 
 
 _BULK = (
@@ -223,9 +224,10 @@ def list_unknown_outcomes(
 ) -> UnknownOutcomePageOut:
     caller = caller_of(request, tenant)
     settled = {"open": False, "settled": True, "all": None}[state]
-    rows = unknown_outcomes_for(tenant_ids=caller.tenant_ids, settled=settled)
-    page, next_cursor = keyset_page(rows, field="detected_at", cursor=cursor, limit=limit)
-    return UnknownOutcomePageOut(items=[unknown_outcome_out(row) for row in page], next_cursor=next_cursor)
+    page = unknown_outcome_page(tenant_ids=caller.tenant_ids, settled=settled, cursor=cursor, limit=limit)
+    return UnknownOutcomePageOut(
+        items=[unknown_outcome_out(row) for row in page.rows], next_cursor=page.next_cursor
+    )
 
 
 @router.post(

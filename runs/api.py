@@ -15,7 +15,7 @@ from ninja import Header, Path, Query, Router, Status
 
 from keelgate.loop import StopReason
 from runs.idempotency_keys import run_start_once
-from runs.models import Run, RunStatus
+from runs.models import RunStatus
 from runs.schemas import (
     AGENT,
     RUN_ID,
@@ -31,9 +31,9 @@ from runs.schemas import (
     run_out,
     run_page_out,
 )
-from runs.selectors import run_filters, run_get, run_state, run_timeline
+from runs.selectors import run_get, run_rows_page, run_state, run_timeline
 from runs.services import run_resume
-from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, keyset_values_page, responses
+from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH, TenantQuery, caller_of
 
 router = Router(tags=["runs"], auth=API_AUTH)
@@ -103,16 +103,16 @@ def list_runs(
     tenant: TenantQuery = None,
 ) -> RunPageOut:
     caller = caller_of(request, tenant)
-    filters = run_filters(
+    page = run_rows_page(
         tenant_ids=caller.tenant_ids,
+        columns=RUN_OUT_COLUMNS,
         status=status.value if status else None,
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
+        cursor=cursor,
+        limit=limit,
     )
-    page, next_cursor = keyset_values_page(
-        Run, RUN_OUT_COLUMNS, filters, field="created_at", cursor=cursor, limit=limit
-    )
-    return run_page_out(page, next_cursor)
+    return run_page_out(page.rows, page.next_cursor)
 
 
 @router.get(

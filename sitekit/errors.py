@@ -2,7 +2,8 @@
 
 Every class has a stable ``code``, fixed wording and the HTTP status the API and the
 console answer with (``http_status``, in brackets; inherited along the tree), so the
-API's one exception handler reads the status off the error and needs no table.
+API's one exception handler reads the status off the error and needs no table. What the
+console says of an error to a person at a card is :mod:`sitekit.console_errors`.
 
 ::
 

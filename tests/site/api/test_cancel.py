@@ -115,3 +115,18 @@ def test_cancel_from_the_run_page(client, keys, pending):
     assert "Cancelled: the run will not continue" in response.content.decode()
     assert Run.objects.get(run_id="r1").status == RunStatus.CANCELLED
     assert "Cancel run" not in browser.get("/runs/t1/r1/").content.decode()
+
+
+def test_the_run_pages_cancel_of_a_finished_run_says_so_in_the_consoles_words(client, pending):
+    """The console's wording of run_finished, as a warning back on the run page; the run stays done."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    drain()
+    browser = Client()
+    browser.force_login(get_user_model().objects.get(username="op"))
+    response = browser.post("/runs/t1/r1/cancel/", {"note": ""}, follow=True)
+    assert response.redirect_chain == [("/runs/t1/r1/", 303)]
+    assert "Not cancelled: the run has already finished." in response.content.decode()
+    assert Run.objects.get(run_id="r1").status == RunStatus.DONE
