@@ -16,7 +16,7 @@ from pathlib import Path
 from audit.api import KIND
 from audit.kinds import EVENT_KINDS
 from keelgate.tracing import DECISION_KINDS
-from notifications.emails import KINDS as EMAIL_KINDS
+from notifications.passes import channels
 
 ROOT = Path(__file__).resolve().parents[3]
 PRODUCT = (
@@ -33,6 +33,8 @@ PRODUCT = (
 NOT_PRODUCT = ("keelgate/testing/",)
 """The engine's shipped test doubles and contract suites write made-up kinds (``"k"``) on purpose."""
 WRITERS = {"append", "record"}
+POSITIONAL_WRITERS = {"_audit", "audit"}
+"""The engine's helpers that take the state, then the kind (the loop's ``RunRecord.audit``)."""
 REPLAYS = {("keelgate.contrib.langgraph._gated", "release")}
 """Functions that write again what an earlier call held back (its kind was scanned at that call)."""
 
@@ -69,9 +71,9 @@ class _Writes(ast.NodeVisitor):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
         kind_node = next((k.value for k in node.keywords if k.arg == "kind"), None)
-        if name == "_audit" and kind_node is None and len(node.args) > 1:
+        if name in POSITIONAL_WRITERS and kind_node is None and len(node.args) > 1:
             kind_node = node.args[1]
-        if (name in WRITERS or name == "_audit") and kind_node is not None:
+        if (name in WRITERS or name in POSITIONAL_WRITERS) and kind_node is not None:
             self._resolve(kind_node, node)
         self.generic_visit(node)
 
@@ -143,8 +145,10 @@ def test_each_kind_names_the_modules_that_write_it():
 
 
 def test_the_kinds_other_readers_name_are_listed_and_fit_the_api_filter():
-    """Email's and the spans' kinds are real kinds, and every kind passes the API's ``kind`` filter."""
-    assert set(EMAIL_KINDS) <= set(EVENT_KINDS)
+    """Every registered notification channel's kinds and the spans' kinds are real kinds, and
+    every kind passes the API's ``kind`` filter."""
+    for channel in channels():
+        assert set(channel.kinds) <= set(EVENT_KINDS), channel.name
     assert set(DECISION_KINDS) <= set(EVENT_KINDS)
     assert all(re.fullmatch(KIND, name) for name in EVENT_KINDS)
     assert all(kind.meaning.endswith(".") and kind.written_by for kind in EVENT_KINDS.values())
