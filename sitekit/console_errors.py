@@ -39,7 +39,7 @@ from keelgate.errors import (
     RunError,
     RunFinishedError,
 )
-from sitekit.errors import BulkNotAllowedError, ForbiddenError, NotFoundError
+from sitekit.errors import ApprovalWithdrawnError, BulkNotAllowedError, ForbiddenError, NotFoundError
 
 __all__ = ["WORDING", "Level", "Refusal", "Wording", "refusal", "refusal_line"]
 
@@ -91,6 +91,13 @@ WORDING: dict[type[KeelgateError], Wording] = {
         level="warning",
         keep_typed=True,
         unnamed="someone else",
+    ),
+    ApprovalWithdrawnError: Wording(
+        "Withdrawn: {detail} cancelled the run while this waited, so nobody decides it.",
+        "not decided: withdrawn, the run was cancelled",
+        level="warning",
+        keep_typed=True,
+        unnamed="someone",
     ),
     DuplicateApproverError: Wording(
         "You already approved this: a different person must approve it too.",

@@ -25,7 +25,7 @@ from keelgate.errors import (
     error_from_code,
 )
 from sitekit.console_errors import WORDING, refusal, refusal_line
-from sitekit.errors import ForbiddenError, GoalNotUnderstoodError, NotFoundError
+from sitekit.errors import ApprovalWithdrawnError, ForbiddenError, GoalNotUnderstoodError, NotFoundError
 
 
 def _subclasses(cls: type[KeelgateError]) -> list[type[KeelgateError]]:
@@ -74,6 +74,21 @@ def test_a_subclass_without_its_own_entry_is_worded_as_its_nearest_ancestor():
     assert told.keep_typed  # whatever the loser of the race typed is shown to them again
 
 
+def test_a_withdrawn_approval_says_who_cancelled_the_run_not_who_settled_it():
+    """ApprovalWithdrawnError is an AlreadyDecidedError worded as a cancelled run, named or not."""
+    told = refusal(ApprovalWithdrawnError("op"))
+    assert told is not None
+    assert (told.status, told.level, told.text, told.keep, told.keep_typed) == (
+        409,
+        "warning",
+        "Withdrawn: op cancelled the run while this waited, so nobody decides it.",
+        False,
+        True,
+    )
+    unnamed = refusal(ApprovalWithdrawnError())
+    assert unnamed is not None and unnamed.text.startswith("Withdrawn: someone cancelled the run")
+
+
 def test_an_error_that_names_nobody_reads_its_fallback():
     """Without a detail: 'someone else' settled it, the 'admin' role decides an escalated approval."""
     settled = refusal(AlreadyDecidedError())
@@ -116,6 +131,14 @@ def test_a_bulk_line_is_rebuilt_from_the_code_and_detail_the_service_reports():
         == "not decided: already settled by op"
     )
     assert refusal_line(error_from_code("not_found")) == "not decided: not found"
+    assert (
+        refusal_line(error_from_code("approval_expired", "7"))
+        == "not decided: it expired (denied, fail closed)"
+    )
+    assert (
+        refusal_line(error_from_code("approval_withdrawn", "op"))
+        == "not decided: withdrawn, the run was cancelled"
+    )
     assert refusal_line(error_from_code("call_may_be_running")) == "not decided: call_may_be_running"
 
 
