@@ -1,8 +1,10 @@
 """The inbox API: approvals to decide and unknown outcomes to reconcile.
 
 Decisions go through the same services as the console (same rules, same audit events,
-attributed to the key's or the session's user). Deciding an item somebody already
-settled is 409 ``approval_already_decided``, naming who settled it.
+attributed to the key's or the session's user). Deciding an approval that is settled is
+409 in words true of how it was settled: ``approval_already_decided`` naming who decided
+it, ``approval_expired`` when its deadline denied it, ``approval_withdrawn`` naming who
+cancelled its run (``Approval.settled_error``).
 """
 
 from __future__ import annotations
@@ -134,7 +136,9 @@ def get_approval(
         "needs another person. With `arguments_hash` the approval is bound to what you saw "
         "(409 `approval_stale` otherwise); with `arguments` you edit the call first and the "
         "answer is the edited call's approval. 409 `approval_already_decided` (naming who) if "
-        "it was settled, `approval_duplicate_approver` if you already approved; 403 for a viewer, "
+        "someone decided it, `approval_expired` if its deadline denied it, `approval_withdrawn` "
+        "(naming who) if its run was cancelled, `approval_duplicate_approver` if you already "
+        "approved; 403 for a viewer, "
         "and 403 `approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
@@ -164,7 +168,9 @@ def approve(
     summary="Deny a proposed call",
     description=(
         "Deny with a required `note` (422 `note_required` if it is blank). 409 "
-        "`approval_already_decided` (naming who) if it was settled; 403 for a viewer, and 403 "
+        "`approval_already_decided` (naming who) if someone decided it, `approval_expired` if its "
+        "deadline denied it, `approval_withdrawn` (naming who) if its run was cancelled; 403 for "
+        "a viewer, and 403 "
         "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )

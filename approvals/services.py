@@ -27,7 +27,6 @@ from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.projection import holding
 from audit.store import DjangoAuditLog
 from keelgate.errors import (
-    AlreadyDecidedError,
     ApprovalEscalatedError,
     ApprovalExpiredError,
     KeelgateError,
@@ -86,7 +85,7 @@ def approval_decide(
             raise NoteRequiredError()
         by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
-            raise AlreadyDecidedError(approval.decided_by or approval.status)
+            raise approval.settled_error()
         loop = build_loop(approval.agent, group=group)
         expired = False
         refused: ApprovalEscalatedError | None = None

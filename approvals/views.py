@@ -7,8 +7,9 @@ what happened), a plain post redirects back with the same flash.
 
 Forms are read by :mod:`approvals.forms`; the cards and sections are
 :mod:`approvals.cards`, which the websocket consumer renders too. Every error a service
-raises reaches one handler, ``_refused``, which says it in the words of
-:mod:`sitekit.console_errors`: no view keeps wording of its own for an error.
+raises reaches one handler, ``_refused`` on a card (``flash_refusal`` on the run page
+after cancel), which says it in the words of :mod:`sitekit.console_errors`: no view
+keeps wording of its own for an error.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ from approvals.services import (
 )
 from audit.selectors import audit_heads
 from keelgate.errors import KeelgateError, error_from_code
-from sitekit.console_errors import Level, Refusal, refusal, refusal_line
+from sitekit.console_errors import Level, refusal_line, refusal_or_raise
 from sitekit.errors import NotFoundError
-from sitekit.pages import console_page
+from sitekit.pages import console_page, flash_refusal
 from tenants.selectors import memberships, tenant_ids
 
 
@@ -112,7 +113,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             note=note,
         )
     except KeelgateError as exc:  # refused as a whole (a deny without a reason)
-        told = _refusal_or_raise(exc)
+        told = refusal_or_raise(exc)
         return _bulk_reply(request, [], told.level, told.text, status=told.status)
     done = sum(1 for r in results if r.status != "refused")
     verb = "Approved" if decision == "approve" else "Denied"
@@ -232,8 +233,7 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     try:
         run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
     except KeelgateError as exc:
-        told = _refusal_or_raise(exc)
-        getattr(messages, told.level)(request, told.text)
+        flash_refusal(request, exc)
         return HttpResponseRedirect(back, status=303)
     if run.status == "cancelled":
         messages.success(
@@ -305,18 +305,6 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
 # -- the console's one answer to an error ----------------------------------------------
 
 
-def _refusal_or_raise(exc: KeelgateError) -> Refusal:
-    """How the console tells ``exc`` (``sitekit.console_errors``); re-raised when a page is the answer.
-
-    Not found and forbidden become the 404 and 403 pages (``console_page``), and an error
-    that is never the caller's doing a 500, whatever view they reach.
-    """
-    told = refusal(exc)
-    if told is None:
-        raise exc
-    return told
-
-
 def _refused(
     request: HttpRequest, entry: InboxEntry, exc: KeelgateError, *, typed: dict[str, str]
 ) -> HttpResponse:
@@ -326,7 +314,7 @@ def _refused(
     decision, the deadline), the card stays on screen with what they typed, so their
     words are not lost; only htmx can show them again (a plain post is redirected).
     """
-    told = _refusal_or_raise(exc)
+    told = refusal_or_raise(exc)
     text, keep = told.text, told.keep
     if told.keep_typed and any(v.strip() for v in typed.values()) and _htmx(request):
         text, keep = f"{text} Nothing of yours was applied; what you typed is below.", True

@@ -35,7 +35,7 @@ _KINDS = (
     EventKind(
         "run.requested",
         ("runs.services",),
-        "A person or an API client asked an agent for a run; the run is queued.",
+        "A person or an API client asked an agent for a run (its agent and goal); the run is queued.",
     ),
     EventKind(
         "run.started",
@@ -45,9 +45,14 @@ _KINDS = (
     EventKind(
         "run.status",
         ("runs.services",),
-        "The run's status changed (queued, running, waiting, stopped, done, cancelled).",
+        "The run's status changed (queued, running, waiting, stopped, done, cancelled), with the worker"
+        " or person that moved it.",
     ),
-    EventKind("run.resumed", ("runs.services",), "A stopped run was queued again, perhaps with new limits."),
+    EventKind(
+        "run.resumed",
+        ("runs.services",),
+        "A person resumed a stopped run, perhaps with new limits; it is queued again.",
+    ),
     EventKind(
         "run.cancel_requested",
         ("approvals.services",),
@@ -59,19 +64,28 @@ _KINDS = (
         "The run was cancelled; approvals it was waiting for were withdrawn.",
     ),
     EventKind(
-        "run.stopped", ("keelgate.loop",), "The loop stopped: its goal reached, a limit hit or an error."
+        "run.stopped",
+        ("keelgate.loop",),
+        "The loop stopped, and why: its goal reached, a limit hit, an approval or an unknown outcome"
+        " to wait for, or an error.",
     ),
     # The loop's steps.
-    EventKind("loop.planned", ("keelgate.loop",), "The planner chose the next calls (or an answer)."),
+    EventKind(
+        "loop.planned",
+        ("keelgate.loop",),
+        "The planner chose the next calls (or an answer), saved before any of them runs (write-ahead).",
+    ),
     EventKind(
         "loop.reconciled",
         ("keelgate.loop", "keelgate.contrib.langgraph"),
-        "A call whose outcome was unknown was settled as executed or not executed.",
+        "A call whose outcome was unknown was settled as executed or not executed, by a person or an"
+        " outcome confirmer.",
     ),
     EventKind(
         "graph.interrupted",
         ("keelgate.contrib.langgraph",),
-        "A LangGraph agent paused at a gated call until a person answers.",
+        "A LangGraph agent paused at a gated call until a person answers (an approval or an unknown"
+        " outcome).",
     ),
     EventKind(
         "gateway.call",
@@ -79,12 +93,21 @@ _KINDS = (
         "The gateway finished a tool call: done, denied, failed or unknown.",
     ),
     # Approvals.
-    EventKind("approval.requested", ("keelgate.gateway",), "A call waits for people to approve it."),
-    EventKind("approval.decided", ("keelgate.loop",), "Someone approved or denied a waiting call."),
+    EventKind(
+        "approval.requested",
+        ("keelgate.gateway",),
+        "A call waits for people to approve it (and says how many).",
+    ),
+    EventKind(
+        "approval.decided",
+        ("keelgate.loop",),
+        "Someone approved a waiting call (or cast one vote of several) or denied it, with their note.",
+    ),
     EventKind(
         "approval.edited",
         ("keelgate.loop",),
-        "Someone changed a waiting call's arguments; the edited call replaces it.",
+        "Someone changed a waiting call's arguments before approving: the proposal is denied, and the"
+        " edited call, a new action with its own key, replaces it.",
     ),
     EventKind(
         "approval.expiring",

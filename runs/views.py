@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.selectors import audit_heads
-from keelgate.errors import RunExistsError
+from keelgate.errors import KeelgateError
 from keelgate.loop import ActionStatus, LoopState, NotReplayableError, Recording, StopReason, replay
 from runs.agents import agent_names
 from runs.engine.stores import DjangoCheckpointStore
@@ -40,8 +40,9 @@ from runs.selectors import (
 )
 from runs.services import run_resume, run_start
 from sitekit.api import CURSOR
-from sitekit.errors import GoalNotUnderstoodError, InvalidCursorError, NotResumableError, UnknownAgentError
-from sitekit.pages import console_page
+from sitekit.console_errors import refusal_or_raise
+from sitekit.errors import InvalidCursorError
+from sitekit.pages import console_page, flash_refusal
 from tenants.models import Role
 from tenants.selectors import allows, tenant_ids
 
@@ -170,16 +171,11 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
             run_id=form.request.run_id,
             limits=form.limits(),
         )
-    except UnknownAgentError:
-        form.errors["agent"] = "Choose one of the registered agents."
-        return _start_again(request, form)
-    except GoalNotUnderstoodError as exc:
-        form.errors["goal"] = f"{exc.message.rstrip('.')}: {exc.detail}." if exc.detail else exc.message
-        return _start_again(request, form)
-    except RunExistsError:
-        form.errors["run_id"] = "This form already started another run: check it and submit again."
-        form.again()
-        return _start_again(request, form, status=409)
+    except KeelgateError as exc:
+        told = refusal_or_raise(exc)
+        form.refused(exc, told.text)
+        # A whole page, not a card: what the person must correct is 422, as the form's own checks.
+        return _start_again(request, form, status=422 if told.status == 400 else told.status)
     if created:
         messages.success(request, f"Started run {run.run_id}: a worker will pick it up.")
     else:
@@ -349,10 +345,8 @@ def run_resume_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
         return HttpResponseRedirect(back, status=303)
     try:
         run_resume(tenant_id=run.tenant_id, run_id=run.run_id, user=request.user, limits=limits)
-    except NotResumableError:
-        messages.warning(
-            request, f"Not resumed: the run is {run.status}, and only a stopped run can be resumed."
-        )
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
         return HttpResponseRedirect(back, status=303)
     shown = ", ".join(f"{k}={v}" for k, v in limits.items()) or "no limits"
     messages.success(request, f"Resumed with {shown}: a worker will pick the run up.")

@@ -13,6 +13,11 @@ The status is the error's own, except that a request the person must correct (th
 API's 422) is a 400 on the console: ``templates/base.html`` lets htmx swap 400 and
 409 answers into the card, and a 400 shows its wording inside the card's form.
 
+Every console view that catches an error words it through :func:`refusal_or_raise`: the
+inbox's cards (``approvals.views``), the flash back on a run's page after cancel or resume
+(``sitekit.pages.flash_refusal``), and the start form, which puts the words on the field
+the error is about (``runs.forms.StartForm.refused``).
+
 Not found and forbidden are answered by the page (``console_page``: 404, 403), never
 on a card, so a guessed URL learns nothing; their entries word them in a bulk
 decision's result list, where each line is one item of the person's own choosing.
@@ -37,11 +42,20 @@ from keelgate.errors import (
     KeelgateError,
     NoteRequiredError,
     RunError,
+    RunExistsError,
     RunFinishedError,
 )
-from sitekit.errors import BulkNotAllowedError, ForbiddenError, NotFoundError
+from sitekit.errors import (
+    ApprovalWithdrawnError,
+    BulkNotAllowedError,
+    ForbiddenError,
+    GoalNotUnderstoodError,
+    NotFoundError,
+    NotResumableError,
+    UnknownAgentError,
+)
 
-__all__ = ["WORDING", "Level", "Refusal", "Wording", "refusal", "refusal_line"]
+__all__ = ["WORDING", "Level", "Refusal", "Wording", "refusal", "refusal_line", "refusal_or_raise"]
 
 Level = Literal["success", "info", "warning", "error"]
 """A flash's level (``templates/console/_flash.html``)."""
@@ -92,6 +106,13 @@ WORDING: dict[type[KeelgateError], Wording] = {
         keep_typed=True,
         unnamed="someone else",
     ),
+    ApprovalWithdrawnError: Wording(
+        "Withdrawn: {detail} cancelled the run while this waited, so nobody decides it.",
+        "not decided: withdrawn, the run was cancelled",
+        level="warning",
+        keep_typed=True,
+        unnamed="someone",
+    ),
     DuplicateApproverError: Wording(
         "You already approved this: a different person must approve it too.",
         "not decided: you already approved it",
@@ -110,6 +131,19 @@ WORDING: dict[type[KeelgateError], Wording] = {
         unnamed="admin",
     ),
     RunFinishedError: Wording("Not cancelled: the run has already finished.", level="warning"),
+    NotResumableError: Wording(
+        "Not resumed: the run is {detail}, and only a stopped run can be resumed.",
+        level="warning",
+        unnamed="not stopped",
+    ),
+    # The start form's: the form puts each on the field it is about (``runs.forms.StartForm``).
+    UnknownAgentError: Wording("Choose one of the registered agents.", keep=True),
+    GoalNotUnderstoodError: Wording(
+        "The agent cannot read that goal: {detail}.", keep=True, unnamed="say it in other words"
+    ),
+    RunExistsError: Wording(
+        "This form already started another run: check it and submit again.", level="warning", keep=True
+    ),
     ApprovalError: Wording(),  # not waiting for a decision any more: the card goes
     RunError: Wording(),  # e.g. not reconcilable: the item is no longer one
     # Refusals of one item in a bulk decision (not found and forbidden are the page's on a card).
@@ -165,3 +199,15 @@ def refusal_line(exc: KeelgateError) -> str:
     """``exc`` as one line of a list of items, each decided on its own ("not decided: ...")."""
     wording = _wording(exc)
     return _fill(wording.line, exc, wording.unnamed)
+
+
+def refusal_or_raise(exc: KeelgateError) -> Refusal:
+    """How the console tells ``exc``; re-raised where a page is the answer, not a flash or a card.
+
+    Not found and forbidden become the 404 and 403 pages (``sitekit.pages.console_page``),
+    and an error that is never the caller's doing a 500, whatever view they reach.
+    """
+    told = refusal(exc)
+    if told is None:
+        raise exc
+    return told

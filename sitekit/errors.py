@@ -28,14 +28,17 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
     └── keelgate.errors.RunError [409]
-        └── NotResumableError          not_resumable
+        ├── NotResumableError          not_resumable
+        └── keelgate.errors.AlreadyDecidedError
+            └── ApprovalWithdrawnError approval_withdrawn  the run was cancelled while it waited
 """
 
 from __future__ import annotations
 
-from keelgate.errors import ConfigurationError, KeelgateError, RunError
+from keelgate.errors import AlreadyDecidedError, ConfigurationError, KeelgateError, RunError
 
 __all__ = [
+    "ApprovalWithdrawnError",
     "AuthRateLimitedError",
     "BulkNotAllowedError",
     "CsrfFailedError",
@@ -208,3 +211,10 @@ class NotResumableError(RunError):
 
     code = "not_resumable"
     message = "Only a stopped run can be resumed."
+
+
+class ApprovalWithdrawnError(AlreadyDecidedError):
+    """The run was cancelled while the approval waited: nobody decides it; ``detail`` names who cancelled."""
+
+    code = "approval_withdrawn"
+    message = "The run was cancelled while this approval waited: it was withdrawn."

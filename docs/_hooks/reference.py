@@ -7,8 +7,9 @@
   own parser of each command (its ``help`` and arguments);
 - ``reference/errors.md``: every error class of the engine (``keelgate.errors``) and the
   site (``sitekit.errors``): code, HTTP status, wording;
-- ``reference/audit-events.md``: every audit event kind the product writes, found in the
-  source (``kind=...`` and ``_audit(..., "kind", ...)``), with what each records;
+- ``reference/audit-events.md``: every audit event kind the product writes, from the one
+  list of them, ``audit.kinds.EVENT_KINDS`` (its test scans the source), with what each
+  records and the modules that write it;
 - ``changelog.md``: the repository's ``CHANGELOG.md``.
 
 Anything found in the code without a description (or described but no longer found) is
@@ -24,7 +25,6 @@ import os
 import re
 import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -362,88 +362,36 @@ def errors_page() -> str:
 
 # -- audit event kinds ------------------------------------------------------------------
 
-AUDIT_KINDS = {
-    "run.requested": "a person or an API key asked for a run (agent, goal); before any worker claims it",
-    "run.started": "a loop began a run (its loop type); a graph agent's first drive too",
-    "run.status": "the site moved a run's status (queued, running, waiting, done, ...), with the worker or"
-    " person that moved it",
-    "run.resumed": "a person resumed a stopped run, optionally with new stop conditions",
-    "run.stopped": "a drive stopped, and why (goal reached, a budget, approval pending, unknown outcome,"
-    " ...)",
-    "run.cancel_requested": "a person asked to cancel a run a worker holds; it stops at its next step",
-    "run.cancelled": "a run was stopped for good; its waiting approvals withdrawn",
-    "loop.planned": "the planner's actions were saved before any of them ran (write-ahead)",
-    "loop.reconciled": "an unknown outcome was settled by a person or an outcome confirmer (actor, source,"
-    " verdict; never arguments)",
-    "gateway.call": "one tool call through the gateway and its outcome (status, code, replayed)",
-    "approval.requested": "a call waits for approval (how many people it needs)",
-    "approval.decided": "an approval, a vote of several, or a denial, with who and the note",
-    "approval.edited": "a person edited the call's arguments before approving: the proposal is denied, the"
-    " edit gets its own key",
-    "approval.expiring": "an approval's deadline is near (`warn_before`)",
-    "approval.escalated": "a deadline passed and the approval now waits for a higher role",
-    "approval.expired": "a deadline passed and the call was denied (fail closed)",
-    "graph.interrupted": "a LangGraph graph stopped at a gated tool call for a person (approval or unknown"
-    " outcome)",
-    "auth.locked_out": "a username was locked out after too many wrong passwords from one address",
-    "webhook.registered": "a webhook receiver was registered for the tenant",
-}
-"""What each kind records. A kind written in the code and missing here fails the build."""
-
-KIND = re.compile(r"[a-z_]+\.[a-z_.]+")
-
-
-def _audit_kinds() -> dict[str, set[str]]:
-    """Audit kind -> the files that write it, found in the source."""
-    found: dict[str, set[str]] = defaultdict(set)
-    for path in _sources():
-        tree = ast.parse(path.read_text())
-        constants = {
-            target.id: stmt.value.value
-            for stmt in tree.body
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
-            for target in stmt.targets
-            if isinstance(target, ast.Name) and isinstance(stmt.value.value, str)
-        }
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            values: list[Any] = [k.value for k in node.keywords if k.arg == "kind"]
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name == "_audit" and len(node.args) > 1:
-                values.append(node.args[1])
-            for value in values:
-                kind = value.value if isinstance(value, ast.Constant) else None
-                if isinstance(value, ast.Name):
-                    kind = constants.get(value.id)
-                if isinstance(kind, str) and KIND.fullmatch(kind):
-                    found[kind].add(_rel(path))
-    return found
-
 
 def audit_page() -> str:
-    found = _audit_kinds()
-    for kind in sorted(set(found) - set(AUDIT_KINDS)):
-        log.warning(
-            "audit kind %s (written in %s) is not described in AUDIT_KINDS", kind, sorted(found[kind])
-        )
-    for kind in sorted(set(AUDIT_KINDS) - set(found)):
-        log.warning("audit kind %s is described in docs/_hooks/reference.py but written nowhere", kind)
+    """``audit.kinds.EVENT_KINDS`` as a table: that list is pinned to the source by
+    ``tests/site/audit/test_kinds.py``, so the page only checks that every row is complete."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from audit.kinds import EVENT_KINDS
+
+    if not EVENT_KINDS:
+        log.warning("audit.kinds.EVENT_KINDS is empty: the audit event kinds page would list nothing")
     lines = [
         "# Audit event kinds",
         "",
-        "Generated at build time: every kind the product's source writes to a tenant's audit",
-        "chain, with the files that write it. Every event also carries its sequence number, time,",
-        "actor and hash link; bodies never hold tool arguments or outputs unless the row says so.",
-        "[Concepts](../concepts.md#the-audit-chain) explains the chain.",
+        "Generated at build time from `audit/kinds.py`, the one list of the kinds the product",
+        "writes to a tenant's audit chain (a test reads the source and fails on a kind missing",
+        "there), with the modules that write each. Every event also carries its sequence number,",
+        "time, actor and hash link; bodies never hold tool arguments or outputs unless the row",
+        "says so. [Concepts](../concepts.md#the-audit-chain) explains the chain.",
         "",
-        "| kind | records | written in |",
+        "| kind | what happened | written by |",
         "| --- | --- | --- |",
     ]
-    for kind in sorted(found):
-        files = ", ".join(f"`{f}`" for f in sorted(found[kind]))
-        lines.append(f"| `{kind}` | {_md(AUDIT_KINDS.get(kind, ''))} | {files} |")
+    for kind in EVENT_KINDS.values():
+        meaning = " ".join(kind.meaning.split())
+        if not meaning:
+            log.warning("audit kind %s has no meaning in audit/kinds.py", kind.name)
+        if not kind.written_by:
+            log.warning("audit kind %s names no module that writes it in audit/kinds.py", kind.name)
+        writers = ", ".join(f"`{w}`" for w in kind.written_by)
+        lines.append(f"| `{kind.name}` | {_md(meaning)} | {writers} |")
     return "\n".join(lines) + "\n"
 
 

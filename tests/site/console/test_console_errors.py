@@ -21,11 +21,19 @@ from keelgate.errors import (
     KeelgateError,
     NoteRequiredError,
     OutcomeAlreadySettledError,
+    RunExistsError,
     StoreError,
     error_from_code,
 )
 from sitekit.console_errors import WORDING, refusal, refusal_line
-from sitekit.errors import ForbiddenError, GoalNotUnderstoodError, NotFoundError
+from sitekit.errors import (
+    ApprovalWithdrawnError,
+    ForbiddenError,
+    GoalNotUnderstoodError,
+    InvalidCursorError,
+    NotFoundError,
+    NotResumableError,
+)
 
 
 def _subclasses(cls: type[KeelgateError]) -> list[type[KeelgateError]]:
@@ -74,6 +82,21 @@ def test_a_subclass_without_its_own_entry_is_worded_as_its_nearest_ancestor():
     assert told.keep_typed  # whatever the loser of the race typed is shown to them again
 
 
+def test_a_withdrawn_approval_says_who_cancelled_the_run_not_who_settled_it():
+    """ApprovalWithdrawnError is an AlreadyDecidedError worded as a cancelled run, named or not."""
+    told = refusal(ApprovalWithdrawnError("op"))
+    assert told is not None
+    assert (told.status, told.level, told.text, told.keep, told.keep_typed) == (
+        409,
+        "warning",
+        "Withdrawn: op cancelled the run while this waited, so nobody decides it.",
+        False,
+        True,
+    )
+    unnamed = refusal(ApprovalWithdrawnError())
+    assert unnamed is not None and unnamed.text.startswith("Withdrawn: someone cancelled the run")
+
+
 def test_an_error_that_names_nobody_reads_its_fallback():
     """Without a detail: 'someone else' settled it, the 'admin' role decides an escalated approval."""
     settled = refusal(AlreadyDecidedError())
@@ -91,14 +114,30 @@ def test_not_found_forbidden_and_bugs_are_left_to_the_page():
 
 def test_an_error_without_an_entry_on_its_path_says_its_fixed_wording():
     """A 4xx error the mapping does not name is told with its own message; its card stays as it was."""
-    told = refusal(GoalNotUnderstoodError("a goal like 'buy 5 ACME'"))
+    assert not set(InvalidCursorError.__mro__) & set(WORDING)
+    told = refusal(InvalidCursorError("zz"))
     assert told is not None
     assert (told.status, told.level, told.text, told.keep) == (
         400,
         "error",
-        GoalNotUnderstoodError.message,
+        InvalidCursorError.message,
         True,
     )
+
+
+def test_the_start_forms_and_resumes_refusals_are_worded_here():
+    """The run pages keep no wording of their own: the goal's detail, the run's status, the clash."""
+    goal = refusal(GoalNotUnderstoodError("expected a goal like 'buy 5 ACME'"))
+    assert (
+        goal is not None
+        and goal.text == "The agent cannot read that goal: expected a goal like 'buy 5 ACME'."
+    )
+    assert (goal.status, goal.keep) == (400, True)
+    resume = refusal(NotResumableError("done"))
+    assert resume is not None and (resume.status, resume.level) == (409, "warning")
+    assert resume.text == "Not resumed: the run is done, and only a stopped run can be resumed."
+    clash = refusal(RunExistsError("form-1"))
+    assert clash is not None and clash.status == 409 and clash.text.startswith("This form already started")
 
 
 def test_the_wording_uses_only_the_errors_trusted_fields():
@@ -116,6 +155,14 @@ def test_a_bulk_line_is_rebuilt_from_the_code_and_detail_the_service_reports():
         == "not decided: already settled by op"
     )
     assert refusal_line(error_from_code("not_found")) == "not decided: not found"
+    assert (
+        refusal_line(error_from_code("approval_expired", "7"))
+        == "not decided: it expired (denied, fail closed)"
+    )
+    assert (
+        refusal_line(error_from_code("approval_withdrawn", "op"))
+        == "not decided: withdrawn, the run was cancelled"
+    )
     assert refusal_line(error_from_code("call_may_be_running")) == "not decided: call_may_be_running"
 
 
