@@ -9,7 +9,7 @@ JOBS ?= 2
 # Both cores: each xdist worker is its own process with its own test database.
 PARALLEL := -n $(JOBS) --durations=25
 
-.PHONY: run demo test check lint clean
+.PHONY: run demo test check lint clean docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,7 +63,17 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports --no-cache
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
+
+$(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@ $(VENV)/.installed-run
+
+# The documentation site (mkdocs.yml) into site/ (git-ignored). --strict: a broken link, a
+# missing reference, or a setting, command, error, audit kind or dependency the generated
+# reference cannot describe (docs/_hooks/reference.py) fails the build.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # Benchmarks against LangGraph and the disk's floor (bench/README.md): prints a table and
 # writes bench/results/latest.json. QUICK=1 is the two-minute pass. Never run by `make test`.

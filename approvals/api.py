@@ -1,8 +1,10 @@
 """The inbox API: approvals to decide and unknown outcomes to reconcile.
 
 Decisions go through the same services as the console (same rules, same audit events,
-attributed to the key's or the session's user). Deciding an item somebody already
-settled is 409 ``approval_already_decided``, naming who settled it.
+attributed to the key's or the session's user). Deciding an approval that is settled is
+409 in words true of how it was settled: ``approval_already_decided`` naming who decided
+it, ``approval_expired`` when its deadline denied it, ``approval_withdrawn`` naming who
+cancelled its run (``Approval.settled_error``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from approvals.schemas import (
     approval_out,
     unknown_outcome_out,
 )
-from approvals.selectors import approval_get, approvals_for, unknown_outcome_get, unknown_outcomes_for
+from approvals.selectors import approval_get, approval_page, unknown_outcome_get, unknown_outcome_page
 from approvals.services import Decision, approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
-from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, keyset_page, responses
+from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH as AUTH
 from tenants.api_auth import TenantQuery, caller_of
 
@@ -58,9 +60,10 @@ def list_approvals(
     tenant: TenantQuery = None,
 ) -> ApprovalPageOut:
     caller = caller_of(request, tenant)
-    rows = approvals_for(tenant_ids=caller.tenant_ids, status=None if status == "all" else status)
-    page, next_cursor = keyset_page(rows, field="requested_at", cursor=cursor, limit=limit)
-    return ApprovalPageOut(items=[approval_out(row) for row in page], next_cursor=next_cursor)
+    page = approval_page(
+        tenant_ids=caller.tenant_ids, status=None if status == "all" else status, cursor=cursor, limit=limit
+    )
+    return ApprovalPageOut(items=[approval_out(row) for row in page.rows], next_cursor=page.next_cursor)
 
 
 _BULK = (
@@ -133,7 +136,9 @@ def get_approval(
         "needs another person. With `arguments_hash` the approval is bound to what you saw "
         "(409 `approval_stale` otherwise); with `arguments` you edit the call first and the "
         "answer is the edited call's approval. 409 `approval_already_decided` (naming who) if "
-        "it was settled, `approval_duplicate_approver` if you already approved; 403 for a viewer, "
+        "someone decided it, `approval_expired` if its deadline denied it, `approval_withdrawn` "
+        "(naming who) if its run was cancelled, `approval_duplicate_approver` if you already "
+        "approved; 403 for a viewer, "
         "and 403 `approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
@@ -163,7 +168,9 @@ def approve(
     summary="Deny a proposed call",
     description=(
         "Deny with a required `note` (422 `note_required` if it is blank). 409 "
-        "`approval_already_decided` (naming who) if it was settled; 403 for a viewer, and 403 "
+        "`approval_already_decided` (naming who) if someone decided it, `approval_expired` if its "
+        "deadline denied it, `approval_withdrawn` (naming who) if its run was cancelled; 403 for "
+        "a viewer, and 403 "
         "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
@@ -223,9 +230,10 @@ def list_unknown_outcomes(
 ) -> UnknownOutcomePageOut:
     caller = caller_of(request, tenant)
     settled = {"open": False, "settled": True, "all": None}[state]
-    rows = unknown_outcomes_for(tenant_ids=caller.tenant_ids, settled=settled)
-    page, next_cursor = keyset_page(rows, field="detected_at", cursor=cursor, limit=limit)
-    return UnknownOutcomePageOut(items=[unknown_outcome_out(row) for row in page], next_cursor=next_cursor)
+    page = unknown_outcome_page(tenant_ids=caller.tenant_ids, settled=settled, cursor=cursor, limit=limit)
+    return UnknownOutcomePageOut(
+        items=[unknown_outcome_out(row) for row in page.rows], next_cursor=page.next_cursor
+    )
 
 
 @router.post(

@@ -36,11 +36,11 @@ from django.template.loader import render_to_string
 from django.utils.timezone import now
 from pydantic import ValidationError
 
+from approvals.cards import InboxEntry, InboxView, approval_entry, inbox_sections, unknown_entry
 from approvals.events import OutboxBatch, ResumeRequest, tenant_group
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.outbox import OutboxTailer, read_items, tailer
 from approvals.selectors import approvals_for, inbox_counts, unknown_outcomes_for
-from approvals.views import InboxView, approval_entry, inbox_sections, unknown_entry
 from audit.selectors import audit_heads
 from tenants.models import Membership
 
@@ -375,10 +375,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
             )
         return render_to_string("approvals/_live.html", context)
 
-    def _approval(self, row: Approval) -> Any:
+    def _approval(self, row: Approval) -> InboxEntry:
         return approval_entry(row, role=self.tenants.get(row.tenant_id), username=self.username)
 
-    def _unknown(self, row: UnknownOutcome) -> Any:
+    def _unknown(self, row: UnknownOutcome) -> InboxEntry:
         return unknown_entry(row, role=self.tenants.get(row.tenant_id))
 
     def _settled_note(self, row: Approval | UnknownOutcome) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError
+from sitekit.errors import ApprovalWithdrawnError
 from tenants.models import ROLE_RANK, Role
 
 
@@ -77,6 +79,19 @@ class Approval(models.Model):
         if role not in Role.values or needed not in Role.values:
             return False
         return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+
+    def settled_error(self) -> KeelgateError:
+        """Why this settled approval cannot be decided, in words true of how it was settled.
+
+        Expired: ApprovalExpiredError (its deadline denied it, as when a decision finds the
+        deadline passed). Withdrawn: ApprovalWithdrawnError naming who cancelled the run.
+        Approved or denied: AlreadyDecidedError naming who decided it.
+        """
+        if self.status == ApprovalStatus.EXPIRED:
+            return ApprovalExpiredError(str(self.pk))
+        if self.status == ApprovalStatus.WITHDRAWN:
+            return ApprovalWithdrawnError(self.decided_by)
+        return AlreadyDecidedError(self.decided_by)
 
     class Meta:
         constraints = [

@@ -192,10 +192,10 @@ class OutboxTailer:
 
         # Reads go over a second connection of the tailer's own, kept open while it
         # runs: through Django each read was a thread hop and, without persistent
-        # connections, a new connection (a third of a notified batch's time in Daphne).
+        # connections, a new connection (much of a notified batch's time in Daphne).
         # The LISTEN connection cannot run them: its notification loop holds it. No
         # automatic prepare: psycopg prepares a query at its fifth run, and that batch
-        # arrived 30 to 50 ms late behind 50 sockets (bench 5), every time.
+        # arrived late behind many sockets, every time (docs/performance.md#outbox-tailer).
         async with (
             await psycopg.AsyncConnection.connect(**_conninfo(), autocommit=True) as conn,
             await psycopg.AsyncConnection.connect(

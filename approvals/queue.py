@@ -10,19 +10,17 @@ carries its sort key (``data-sort``) so the browser inserts a new one where it b
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Count, F, Min, Q, QuerySet
+from django.db.models import Count, Min, QuerySet
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from sitekit.errors import InvalidCursorError
+from sitekit import paging
+from sitekit.paging import Column, Filter, Keyset, Listing, flag
 
 PAGE_SIZE = 50
 """Cards per section on one page: enough to work through, light enough to render at once."""
@@ -33,8 +31,35 @@ EXPIRING_SOON = timedelta(minutes=30)
 TEXT_MAX = 128
 """Longest agent, tool or run text a filter accepts (longer input is cut, not an error)."""
 
+Page = paging.Page[Any]
+"""A page of either section (every list's page, :class:`sitekit.paging.Page`)."""
+
 _NEVER = "~"
 """Sorts after every ISO timestamp: the sort key of an approval with no deadline."""
+
+
+def _cut(value: str) -> str:
+    return value.strip()[:TEXT_MAX]
+
+
+APPROVAL_QUEUE = Listing(
+    Keyset(Approval, Column("expires_at", nullable=True), "requested_at", "id"),
+    Filter("agent", parse=_cut),
+    Filter("tool", parse=_cut),
+    Filter("run", "run_id", parse=_cut),
+    Filter("high_impact", parse=flag),
+    # Its value when applied is the latest deadline that counts as expiring: see InboxFilter.
+    Filter("expiring", "expires_at", lookup="lte", parse=flag),
+)
+"""The approvals section: soonest deadline first (none last), then oldest first."""
+
+UNKNOWN_QUEUE = Listing(
+    Keyset(UnknownOutcome, "detected_at", "id"),
+    Filter("agent", parse=_cut),
+    Filter("tool", parse=_cut),
+    Filter("run", "run_id", parse=_cut),
+)
+"""The unknown outcomes section: oldest first, the longest-stuck run first."""
 
 
 @dataclass(frozen=True)
@@ -50,18 +75,7 @@ class InboxFilter:
     @classmethod
     def parse(cls, query: Mapping[str, Any]) -> InboxFilter:
         """From a page's (or a socket's) query string; unknown or odd values are ignored."""
-
-        def text(name: str) -> str:
-            value = query.get(name, "")
-            return value.strip()[:TEXT_MAX] if isinstance(value, str) else ""
-
-        return cls(
-            agent=text("agent"),
-            tool=text("tool"),
-            run=text("run"),
-            high_impact=query.get("high_impact") == "1",
-            expiring=query.get("expiring") == "1",
-        )
+        return cls(**APPROVAL_QUEUE.parse(query))
 
     @property
     def active(self) -> bool:
@@ -89,39 +103,24 @@ class InboxFilter:
         return urlencode(params)
 
     def approvals(self, rows: QuerySet[Approval], *, now: datetime) -> QuerySet[Approval]:
-        """``rows`` narrowed to this filter."""
-        rows = self._common(rows)
-        if self.high_impact:
-            rows = rows.filter(high_impact=True)
-        if self.expiring:
-            rows = rows.filter(expires_at__isnull=False, expires_at__lte=now + EXPIRING_SOON)
-        return rows
+        """``rows`` narrowed to this filter, in queue order."""
+        values = {
+            "agent": self.agent,
+            "tool": self.tool,
+            "run": self.run,
+            "high_impact": True if self.high_impact else None,
+            "expiring": now + EXPIRING_SOON if self.expiring else None,
+        }
+        return APPROVAL_QUEUE.filtered(rows, values)
 
     def unknowns(self, rows: QuerySet[UnknownOutcome]) -> QuerySet[UnknownOutcome]:
-        """``rows`` narrowed to this filter (none at all under an approvals-only filter)."""
-        return rows.none() if self.approvals_only else self._common(rows)
-
-    def _common(self, rows: QuerySet[Any]) -> QuerySet[Any]:
-        if self.agent:
-            rows = rows.filter(agent=self.agent)
-        if self.tool:
-            rows = rows.filter(tool=self.tool)
-        if self.run:
-            rows = rows.filter(run_id=self.run)
-        return rows
+        """``rows`` narrowed to this filter (none at all under an approvals-only filter), in queue order."""
+        if self.approvals_only:
+            return rows.none()
+        return UNKNOWN_QUEUE.filtered(rows, {"agent": self.agent, "tool": self.tool, "run": self.run})
 
 
 # -- the order ---------------------------------------------------------------------------------
-
-
-def approvals_in_order(rows: QuerySet[Approval]) -> QuerySet[Approval]:
-    """Soonest deadline first (none last), then oldest first."""
-    return rows.order_by(F("expires_at").asc(nulls_last=True), "requested_at", "id")
-
-
-def unknowns_in_order(rows: QuerySet[UnknownOutcome]) -> QuerySet[UnknownOutcome]:
-    """Oldest first: the longest-stuck run first."""
-    return rows.order_by("detected_at", "id")
 
 
 def _stamp(at: datetime) -> str:
@@ -130,7 +129,8 @@ def _stamp(at: datetime) -> str:
 
 
 def sort_key(row: Approval | UnknownOutcome) -> str:
-    """The item's place in its section as text: the browser compares keys as strings."""
+    """The item's place in its section as text (:data:`APPROVAL_QUEUE`'s and
+    :data:`UNKNOWN_QUEUE`'s order): the browser compares keys as strings."""
     if isinstance(row, Approval):
         due = _stamp(row.expires_at) if row.expires_at else _NEVER
         return f"{due}|{_stamp(row.requested_at)}|{row.pk:015d}"
@@ -140,80 +140,18 @@ def sort_key(row: Approval | UnknownOutcome) -> str:
 # -- keyset pages ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Page:
-    """One page of a section: its rows, and the cursor of the next page (None at the end)."""
-
-    rows: list[Any]
-    next_cursor: str | None
-    first: bool
-    """This is the first page (new items that sort before every card still belong here)."""
-
-
-def approvals_page(rows: QuerySet[Approval], *, cursor: str | None, size: int = PAGE_SIZE) -> Page:
+def approvals_page(
+    rows: QuerySet[Approval], *, cursor: str | None, size: int = PAGE_SIZE
+) -> paging.Page[Approval]:
     """The page of approvals after ``cursor``, in queue order."""
-    ordered = approvals_in_order(rows)
-    if cursor:
-        due, requested, pk = _decode(cursor, 3)
-        ordered = ordered.filter(_after_approval(due, requested, pk))
-    return _page(ordered, size, first=not cursor)
+    return APPROVAL_QUEUE.page(rows, cursor=cursor, limit=size)
 
 
-def unknowns_page(rows: QuerySet[UnknownOutcome], *, cursor: str | None, size: int = PAGE_SIZE) -> Page:
+def unknowns_page(
+    rows: QuerySet[UnknownOutcome], *, cursor: str | None, size: int = PAGE_SIZE
+) -> paging.Page[UnknownOutcome]:
     """The page of unknown outcomes after ``cursor``, in queue order."""
-    ordered = unknowns_in_order(rows)
-    if cursor:
-        detected, pk = _decode(cursor, 2)
-        if detected is None:
-            raise InvalidCursorError()
-        ordered = ordered.filter(Q(detected_at__gt=detected) | Q(detected_at=detected, id__gt=pk))
-    return _page(ordered, size, first=not cursor)
-
-
-def _after_approval(due: datetime | None, requested: datetime | None, pk: int) -> Q:
-    if requested is None:
-        raise InvalidCursorError()
-    same_due = Q(expires_at__isnull=True) if due is None else Q(expires_at=due)
-    later_same_due = same_due & (Q(requested_at__gt=requested) | Q(requested_at=requested, id__gt=pk))
-    if due is None:
-        return later_same_due
-    return Q(expires_at__isnull=True) | Q(expires_at__gt=due) | later_same_due
-
-
-def _page(rows: QuerySet[Any], size: int, *, first: bool) -> Page:
-    found = list(rows[: size + 1])
-    if len(found) <= size:
-        return Page(found, None, first)
-    last = found[size - 1]
-    if isinstance(last, Approval):
-        cursor = _encode([last.expires_at, last.requested_at, last.pk])
-    else:
-        cursor = _encode([last.detected_at, last.pk])
-    return Page(found[:size], cursor, first)
-
-
-def _encode(parts: list[Any]) -> str:
-    values = [p.isoformat() if isinstance(p, datetime) else p for p in parts]
-    raw = json.dumps(values, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode(cursor: str, length: int) -> list[Any]:
-    """A cursor's times (or None) and its id; InvalidCursorError for anything else."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        values = json.loads(raw)
-        if not isinstance(values, list) or len(values) != length:
-            raise ValueError(cursor)
-        *times, pk = values
-        parsed = [None if t is None else datetime.fromisoformat(t) for t in times]
-    except (binascii.Error, ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
-        raise InvalidCursorError() from exc
-    if any(t is not None and t.tzinfo is None for t in parsed):
-        raise InvalidCursorError()
-    if not isinstance(pk, int) or isinstance(pk, bool) or pk <= 0:
-        raise InvalidCursorError()
-    return [*parsed, pk]
+    return UNKNOWN_QUEUE.page(rows, cursor=cursor, limit=size)
 
 
 # -- what the header says -----------------------------------------------------------------------

@@ -10,22 +10,44 @@ from django.db.models import QuerySet
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from sitekit.errors import NotFoundError
+from sitekit.paging import Filter, Keyset, Listing, Page
+
+APPROVAL_LIST = Listing(Keyset(Approval, "-requested_at", "-id"), Filter("status"))
+"""Approvals, newest first, by status: the API's list (the inbox's order is :mod:`approvals.queue`)."""
+
+UNKNOWN_OUTCOME_LIST = Listing(Keyset(UnknownOutcome, "-detected_at", "-id"), Filter("settled"))
+"""Unknown outcomes, newest first, open or settled: the API's list."""
 
 
 def approvals_for(
     *, tenant_ids: Iterable[str], status: str | None = ApprovalStatus.PENDING
 ) -> QuerySet[Approval]:
     """Approvals of the given tenants, newest first; pending ones unless told otherwise."""
-    rows = Approval.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-requested_at", "-id")
-    return rows.filter(status=status) if status else rows
+    return APPROVAL_LIST.filtered(Approval.objects.filter(tenant_id__in=list(tenant_ids)), {"status": status})
+
+
+def approval_page(
+    *, tenant_ids: Iterable[str], status: str | None, cursor: str | None, limit: int
+) -> Page[Approval]:
+    """A page of :func:`approvals_for`, after ``cursor``."""
+    rows = Approval.objects.filter(tenant_id__in=list(tenant_ids))
+    return APPROVAL_LIST.page(rows, {"status": status}, cursor=cursor, limit=limit)
 
 
 def unknown_outcomes_for(
     *, tenant_ids: Iterable[str], settled: bool | None = False
 ) -> QuerySet[UnknownOutcome]:
     """Unknown outcomes of the given tenants, newest first; open ones unless told otherwise."""
-    rows = UnknownOutcome.objects.filter(tenant_id__in=list(tenant_ids)).order_by("-detected_at", "-id")
-    return rows if settled is None else rows.filter(settled=settled)
+    rows = UnknownOutcome.objects.filter(tenant_id__in=list(tenant_ids))
+    return UNKNOWN_OUTCOME_LIST.filtered(rows, {"settled": settled})
+
+
+def unknown_outcome_page(
+    *, tenant_ids: Iterable[str], settled: bool | None, cursor: str | None, limit: int
+) -> Page[UnknownOutcome]:
+    """A page of :func:`unknown_outcomes_for`, after ``cursor``."""
+    rows = UnknownOutcome.objects.filter(tenant_id__in=list(tenant_ids))
+    return UNKNOWN_OUTCOME_LIST.page(rows, {"settled": settled}, cursor=cursor, limit=limit)
 
 
 def approval_get(*, tenant_ids: Iterable[str], approval_id: int) -> Approval:

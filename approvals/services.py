@@ -1,9 +1,15 @@
-"""Decisions on inbox items: approve, deny, reconcile, expire.
+"""Decisions on inbox items: approve, deny, reconcile, expire; and cancelling a run.
 
 Each decision is one transaction: lock the inbox row, refuse if it is already settled
 (naming who settled it), apply the decision through the engine (a newer checkpoint and
 its audit event), and queue the run for a worker. Two people deciding at once: the row
 lock makes the second wait and then see the first decision, so exactly one takes effect.
+
+A cancel is such a decision, so it is here rather than in ``runs.services``: it withdraws
+the run's waiting approvals through the engine (``Loop.cancel``, built by
+``runs.engine``, which sits above ``runs.services``) and locks their inbox rows before
+the run, in the order every decision takes its locks. ``runs.services`` may import
+neither; the run's move to CANCELLED still goes through ``runs.services.run_move``.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from approvals import postgresql
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from audit.wiring import audit_log
 from keelgate.errors import (
-    AlreadyDecidedError,
     ApprovalEscalatedError,
     ApprovalExpiredError,
     KeelgateError,
@@ -80,7 +85,7 @@ def approval_decide(
             raise NoteRequiredError()
         by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
-            raise AlreadyDecidedError(approval.decided_by or approval.status)
+            raise approval.settled_error()
         # The projection compares with the locked row instead of reading it again, and sets
         # on it what it writes: the answer is the row as stored, without a read back.
         loop = build_loop(approval.agent, group=group, locked=approval)

@@ -5,17 +5,18 @@ through ``approvals.services``. A decision form works with and without JavaScrip
 htmx posts it and swaps the item in place (a settled item disappears, a flash says
 what happened), a plain post redirects back with the same flash.
 
-The item templates are also rendered by the websocket consumer for live updates, so
-the functions that build them take a role and a username, not a request.
+Forms are read by :mod:`approvals.forms`; the cards and sections are
+:mod:`approvals.cards`, which the websocket consumer renders too. Every error a service
+raises reaches one handler, ``_refused`` on a card (``flash_refusal`` on the run page
+after cancel), which says it in the words of :mod:`sitekit.console_errors`: no view
+keeps wording of its own for an error.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Literal
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -26,27 +27,11 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals.edit_form import PREFIX, EditField, edit_fields, parse_edit
+from approvals.cards import InboxEntry, InboxView, approval_entry, inbox_sections, render_entry, unknown_entry
+from approvals.forms import NOTE_MAX, DecisionForm, ReconcileForm, note_problem
 from approvals.models import Approval, UnknownOutcome
-from approvals.queue import (
-    EXPIRING_SOON,
-    PAGE_SIZE,
-    InboxFilter,
-    Page,
-    approvals_page,
-    approvals_total,
-    filter_choices,
-    sort_key,
-    unknowns_page,
-    unknowns_total,
-)
-from approvals.selectors import (
-    approval_get,
-    approvals_for,
-    inbox_counts,
-    recently_decided,
-    unknown_outcomes_for,
-)
+from approvals.queue import EXPIRING_SOON, PAGE_SIZE, filter_choices
+from approvals.selectors import approval_get, inbox_counts, recently_decided, unknown_outcomes_for
 from approvals.services import (
     BULK_MAX,
     BulkResult,
@@ -57,194 +42,11 @@ from approvals.services import (
     unknown_reconcile,
 )
 from audit.selectors import audit_heads
-from keelgate.errors import (
-    AlreadyDecidedError,
-    ApprovalError,
-    ApprovalEscalatedError,
-    ApprovalExpiredError,
-    ApprovalStaleError,
-    CallMayBeRunningError,
-    ConfirmationRequiredError,
-    DuplicateApproverError,
-    EditInvalidError,
-    InvalidResultError,
-    KeelgateError,
-    NoteRequiredError,
-    NotReconcilableError,
-    RunFinishedError,
-)
-from runs.agents import lookup_label, tool_schema
-from sitekit.errors import BulkNotAllowedError, ForbiddenError, NotFoundError
-from sitekit.pages import console_page
-from tenants.models import ROLE_RANK, Role
+from keelgate.errors import KeelgateError, error_from_code
+from sitekit.console_errors import Level, refusal_line, refusal_or_raise
+from sitekit.errors import NotFoundError
+from sitekit.pages import console_page, flash_refusal
 from tenants.selectors import memberships, tenant_ids
-
-NOTE_MAX = 2000
-
-Level = Literal["success", "info", "warning", "error"]
-
-
-# -- presentation shared with the consumer -----------------------------------------------
-
-
-def role_allows(role: str | None, needed: str) -> bool:
-    """True if ``role`` (a Role value, or None for no membership) is at least ``needed``."""
-    return role is not None and ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
-
-
-@dataclass(frozen=True)
-class InboxEntry:
-    """One inbox item as a template shows it, with what this user may do with it."""
-
-    kind: Literal["approval", "unknown"]
-    row: Approval | UnknownOutcome
-    can_act: bool
-    """Approver (approvals) or reconciler (unknown outcomes) in the item's tenant."""
-    voted: bool = False
-    """This user already approved (four-eyes: someone else must add the second approval)."""
-    fields: tuple[EditField, ...] = ()
-    """The proposed arguments as an "edit, then approve" form (empty when the schema is unknown)."""
-    lookup: str | None = None
-    """What the unknown outcome's "Check" button asks ("the brokerage"), or None."""
-
-    @property
-    def dom_id(self) -> str:
-        """The element id the live updates find the item by."""
-        return f"item-{'a' if self.kind == 'approval' else 'u'}-{self.row.pk}"
-
-    @property
-    def sort(self) -> str:
-        """The card's place in its section (``data-sort``): the browser inserts new cards by it."""
-        return sort_key(self.row)
-
-    @property
-    def template(self) -> str:
-        return "approvals/_approval.html" if self.kind == "approval" else "approvals/_unknown.html"
-
-
-def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEntry:
-    """An approval as ``username`` (with ``role`` in its tenant) sees it."""
-    voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
-    can_act = row.decidable_by(role)  # approver, or the role an expiry escalated it to
-    fields = tuple(_edit_fields(row)) if can_act and not voted else ()
-    return InboxEntry("approval", row, can_act=can_act, voted=voted, fields=fields)
-
-
-def _edit_fields(row: Approval) -> list[EditField]:
-    """The edit form of a card; none (the card still renders) if the agent or schema is gone."""
-    try:
-        arguments = json.loads(row.arguments)
-        schema = tool_schema(row.agent, row.tool)
-    except (ValueError, KeelgateError):
-        return []
-    return edit_fields(schema, arguments if isinstance(arguments, dict) else {})
-
-
-def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
-    """An unknown outcome as a user with ``role`` in its tenant sees it."""
-    can_act = role_allows(role, Role.RECONCILER)
-    label = None
-    if can_act:
-        try:
-            label = lookup_label(row.agent, row.tool)
-        except KeelgateError:  # the agent is gone: the card shows without the button
-            label = None
-    return InboxEntry("unknown", row, can_act=can_act, lookup=label)
-
-
-def render_entry(
-    entry: InboxEntry,
-    *,
-    request: HttpRequest | None = None,
-    error: str = "",
-    values: dict[str, str] | None = None,
-    finding: str = "",
-) -> str:
-    """The item's HTML; with a request, its forms carry the CSRF token and a return path."""
-    context: dict[str, Any] = {
-        "entry": entry,
-        "item": entry.row,
-        "error": error,
-        "values": values or {},
-        "finding": finding,
-    }
-    if request is not None:
-        # Where a plain (no-JS) post returns to: the page the form was shown on.
-        context["next"] = (
-            request.POST.get("next", "") if request.method == "POST" else request.get_full_path()
-        )
-    return render_to_string(entry.template, context, request=request)
-
-
-# -- the inbox page --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InboxView:
-    """What one inbox page shows: a filter and a cursor per section (None: the first page)."""
-
-    filter: InboxFilter
-    after: str | None = None
-    """The approvals section's cursor."""
-    unknown_after: str | None = None
-    """The unknown outcomes section's cursor."""
-
-    @classmethod
-    def parse(cls, query: Mapping[str, Any]) -> InboxView:
-        def cursor(name: str) -> str | None:
-            value = query.get(name)
-            return value[:512] if isinstance(value, str) and value else None
-
-        return cls(InboxFilter.parse(query), cursor("after"), cursor("uafter"))
-
-    def query(self, **extra: str | None) -> str:
-        """This view's query string with ``extra`` changed (None removes a key)."""
-        cursors = {"after": self.after, "uafter": self.unknown_after}
-        return self.filter.query(**{**cursors, **extra})
-
-
-@dataclass(frozen=True)
-class InboxSections:
-    """Both sections of one inbox page, as ``username`` sees them."""
-
-    approvals: list[InboxEntry]
-    unknowns: list[InboxEntry]
-    approvals_page: Page
-    unknowns_page: Page
-    approvals_total: int
-    unknowns_total: int
-    oldest: datetime | None
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """The totals in the shape of the navigation badges (the same numbers when unfiltered)."""
-        return {"approvals": self.approvals_total, "unknown": self.unknowns_total}
-
-
-def inbox_sections(
-    *, roles: Mapping[str, str | None], username: str, view: InboxView, now: datetime
-) -> InboxSections:
-    """The page's cards in queue order, its totals under the filter and the oldest wait.
-
-    A bounded number of queries whatever the inbox holds: two pages and two totals
-    (the page and the websocket consumer both render through this).
-    """
-    ids = list(roles)
-    approvals = view.filter.approvals(approvals_for(tenant_ids=ids), now=now)
-    unknowns = view.filter.unknowns(unknown_outcomes_for(tenant_ids=ids))
-    a_page = approvals_page(approvals, cursor=view.after)
-    u_page = unknowns_page(unknowns, cursor=view.unknown_after)
-    a_total, u_total = approvals_total(approvals), unknowns_total(unknowns)
-    waits = [at for at in (a_total.oldest, u_total.oldest) if at is not None]
-    return InboxSections(
-        approvals=[approval_entry(r, role=roles.get(r.tenant_id), username=username) for r in a_page.rows],
-        unknowns=[unknown_entry(r, role=roles.get(r.tenant_id)) for r in u_page.rows],
-        approvals_page=a_page,
-        unknowns_page=u_page,
-        approvals_total=a_total.count,
-        unknowns_total=u_total.count,
-        oldest=min(waits) if waits else None,
-    )
 
 
 @require_GET
@@ -300,10 +102,8 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
         return _bulk_reply(request, [], "error", "Choose approve or deny.", status=400)
     if not choices:
         return _bulk_reply(request, [], "warning", "Select at least one approval first.", status=400)
-    if len(note) > NOTE_MAX:
-        return _bulk_reply(
-            request, [], "error", f"The note is longer than {NOTE_MAX} characters.", status=400
-        )
+    if note_problem(note):
+        return _bulk_reply(request, [], "error", note_problem(note), status=400)
     try:
         results = approvals_decide_bulk(
             tenant_ids=tenant_ids(request),
@@ -312,8 +112,9 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             decision="approve" if decision == "approve" else "deny",
             note=note,
         )
-    except NoteRequiredError:
-        return _bulk_reply(request, [], "error", "A reason is required to deny.", status=400)
+    except KeelgateError as exc:  # refused as a whole (a deny without a reason)
+        told = refusal_or_raise(exc)
+        return _bulk_reply(request, [], told.level, told.text, status=told.status)
     done = sum(1 for r in results if r.status != "refused")
     verb = "Approved" if decision == "approve" else "Denied"
     text = f"{verb} {done} of {len(results)}."
@@ -329,16 +130,6 @@ BULK_WORDS = {
     "expired": "expired before it was decided",
     "withdrawn": "withdrawn",
 }
-BULK_REFUSALS = {
-    BulkNotAllowedError.code: "not decided: high-impact and four-eyes calls are decided one at a time",
-    AlreadyDecidedError.code: "not decided: already settled by {detail}",
-    NotFoundError.code: "not decided: not found",
-    ForbiddenError.code: "not decided: your role cannot decide it",
-    ApprovalStaleError.code: "not decided: the call changed since the page was loaded",
-    ApprovalExpiredError.code: "not decided: it expired (denied, fail closed)",
-    DuplicateApproverError.code: "not decided: you already approved it",
-    ApprovalEscalatedError.code: "not decided: it was escalated to a role you do not hold",
-}
 
 
 def _bulk_lines(results: list[BulkResult]) -> list[str]:
@@ -346,8 +137,7 @@ def _bulk_lines(results: list[BulkResult]) -> list[str]:
     for r in results:
         what = f"{r.tool} in run {r.run_id}" if r.tool else f"approval {r.approval_id}"
         if r.status == "refused":
-            words = BULK_REFUSALS.get(r.code, "not decided: {code}")
-            lines.append(f"{what}: {words.format(detail=r.detail or 'someone else', code=r.code)}")
+            lines.append(f"{what}: {refusal_line(error_from_code(r.code, r.detail))}")
         else:
             lines.append(f"{what}: {BULK_WORDS.get(r.status, r.status)}")
     return lines
@@ -383,7 +173,7 @@ def _back(request: HttpRequest) -> str:
 @require_POST
 @console_page
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
-    """Approve one pending approval (optional note)."""
+    """Approve one pending approval (optional note), as proposed or edited."""
     return _decide(request, pk, "approve")
 
 
@@ -397,82 +187,41 @@ def deny(request: HttpRequest, pk: int) -> HttpResponse:
 def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"]) -> HttpResponse:
     row = approval_get(tenant_ids=tenant_ids(request), approval_id=pk)
     role = memberships(request)[row.tenant_id].role
-    username = request.user.get_username()
-    note = request.POST.get("note", "")
-    entry = approval_entry(row, role=role, username=username)
-    values = {k: str(v) for k, v in request.POST.items() if k.startswith(PREFIX)}
-    if len(note) > NOTE_MAX:
-        return _reply(
-            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
-        )
-    seen = request.POST.get("arguments_hash") or None
-    arguments = None
-    if decision == "approve" and request.POST.get("edit") == "1":
-        arguments, problems = parse_edit(list(entry.fields), request.POST)
-        if problems or not entry.fields:
-            text = "The edit cannot be read: " + ("; ".join(problems) or "no form for this tool") + "."
-            return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    entry = approval_entry(row, role=role, username=request.user.get_username())
+    form = DecisionForm.read(request.POST, decision=decision, fields=entry.fields)
+    if form.problem:
+        return _reply(request, entry, 400, "error", form.problem, keep=True, values=form.typed)
     try:
         decided = approval_decide(
             tenant_id=row.tenant_id,
             approval_id=row.pk,
             user=request.user,
             decision=decision,
-            note=note,
-            arguments=arguments,
-            seen=seen,
-            confirmed=request.POST.get("confirm", "").strip().lower() == "approve",
+            note=form.note,
+            arguments=form.arguments,
+            seen=form.seen,
+            confirmed=form.confirmed,
         )
-    except NoteRequiredError:
-        return _reply(request, entry, 400, "error", "A reason is required to deny.", keep=True)
-    except EditInvalidError as exc:
-        text = f"The edited arguments do not fit the tool: {exc.detail}."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
-    except ConfirmationRequiredError:
-        text = "This call is high impact: type approve in the confirmation box to approve it."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
-    except ApprovalStaleError:
-        text = "The call changed since this page was loaded: nothing was approved. Check it again."
-        return _reply(request, entry, 409, "warning", text, keep=True, values=values)
-    except AlreadyDecidedError as exc:
-        text = f"Already settled by {exc.detail or 'someone else'}."
-        if values or note.strip():  # what this person typed stays on screen, with the reason
-            typed = {**values, f"note_{decision}": note}
-            text += " Nothing of yours was applied; what you typed is below."
-            return _reply(request, entry, 409, "warning", text, keep=True, values=typed)
-        return _reply(request, entry, 409, "warning", text)
-    except DuplicateApproverError:
-        return _reply(
-            request,
-            entry,
-            409,
-            "warning",
-            "You already approved this: a different person must approve it too.",
-        )
-    except ApprovalExpiredError:
-        return _reply(request, entry, 409, "warning", "This approval expired: it is denied (fail closed).")
-    except ApprovalEscalatedError as exc:
-        role = exc.detail or "admin"
-        text = f"This approval was escalated at its deadline: deciding it now takes the {role} role."
-        return _reply(request, entry, 403, "warning", text)
-    except ApprovalError as exc:
-        return _reply(request, entry, 409, "error", exc.message)
-    edited = decided.pk != row.pk  # this request's edit replaced the call with a new one
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed=form.typed)
+    if decided.status == "pending":  # four-eyes: the card stays for the next approver
+        kept = approval_entry(decided, role=role, username=request.user.get_username())
+        return _reply(request, kept, 200, "info", _decided_text(row, decided, decision), keep=True)
+    return _reply(request, entry, 200, "success", _decided_text(row, decided, decision))
+
+
+def _decided_text(row: Approval, decided: Approval, decision: Literal["approve", "deny"]) -> str:
+    """What a decision did; ``decided`` is another row than ``row`` when an edit replaced the call."""
+    edited = decided.pk != row.pk
     if decided.status == "pending":
         left = decided.required - len(decided.votes)
-        text = f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
         if edited:
-            text = f"Your edit is recorded and approved by you: {left} more approver needed for it."
-        return _reply(
-            request, approval_entry(decided, role=role, username=username), 200, "info", text, keep=True
-        )
+            return f"Your edit is recorded and approved by you: {left} more approver needed for it."
+        return f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
     if edited:
-        text = f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
-        return _reply(request, entry, 200, "success", text)
+        return f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
     verb = "Approved" if decision == "approve" else "Denied"
-    return _reply(
-        request, entry, 200, "success", f"{verb} {row.tool} in run {row.run_id}: the run is queued."
-    )
+    return f"{verb} {row.tool} in run {row.run_id}: the run is queued."
 
 
 @require_POST
@@ -483,8 +232,8 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     note = request.POST.get("note", "")[:NOTE_MAX]
     try:
         run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
-    except RunFinishedError:
-        messages.warning(request, "Not cancelled: the run has already finished.")
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
         return HttpResponseRedirect(back, status=303)
     if run.status == "cancelled":
         messages.success(
@@ -509,48 +258,22 @@ def _unknown_card(request: HttpRequest, pk: int) -> tuple[UnknownOutcome, InboxE
 def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
     """Settle an unknown outcome as executed or not executed, with a required note."""
     row, entry = _unknown_card(request, pk)
-    executed_text = request.POST.get("executed", "")
-    note = request.POST.get("note", "")
-    result_text = request.POST.get("result", "").strip()
-    values = {"executed": executed_text, "note": note, "result": result_text}
-    if executed_text not in ("yes", "no"):
-        return _reply(
-            request, entry, 400, "error", "Say whether the call was executed.", keep=True, values=values
-        )
-    if len(note) > NOTE_MAX:
-        return _reply(
-            request, entry, 400, "error", f"The note is longer than {NOTE_MAX} characters.", keep=True
-        )
-    result, problem = _json_object(result_text)
-    if problem:
-        return _reply(request, entry, 400, "error", problem, keep=True, values=values)
-    if result is not None and executed_text != "yes":
-        text = "A result is only recorded for a call that was executed."
-        return _reply(request, entry, 400, "error", text, keep=True, values=values)
+    form = ReconcileForm.read(request.POST)
+    if form.problem:
+        return _reply(request, entry, 400, "error", form.problem, keep=True, values=form.typed)
     try:
         unknown_reconcile(
             tenant_id=row.tenant_id,
             item_id=row.pk,
             user=request.user,
-            executed=executed_text == "yes",
-            note=note,
-            result=result,
+            executed=form.executed,
+            note=form.note,
+            result=form.result,
         )
-    except NoteRequiredError:
-        return _reply(request, entry, 400, "error", "A note is required.", keep=True, values=values)
-    except InvalidResultError as exc:
-        return _reply(request, entry, 400, "error", f"{exc.message} ({exc.detail})", keep=True, values=values)
-    except AlreadyDecidedError as exc:
-        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
-    except CallMayBeRunningError as exc:
-        text = f"The call may still be running (until {exc.detail}): try again after that."
-        return _reply(request, entry, 409, "warning", text, keep=True)
-    except (ForbiddenError, NotFoundError):
-        raise  # 403 / 404 through console_page
-    except (NotReconcilableError, KeelgateError) as exc:
-        return _reply(request, entry, 409, "error", exc.message)
-    verdict = "executed" if executed_text == "yes" else "not executed"
-    recorded = " with the result you found" if result is not None else ""
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed=form.typed)
+    verdict = "executed" if form.executed else "not executed"
+    recorded = " with the result you found" if form.result is not None else ""
     text = f"Recorded {row.tool} in run {row.run_id} as {verdict}{recorded}."
     return _reply(request, entry, 200, "success", text)
 
@@ -562,8 +285,8 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
     row, entry = _unknown_card(request, pk)
     try:
         found = unknown_check(tenant_id=row.tenant_id, item_id=row.pk, user=request.user)
-    except AlreadyDecidedError as exc:
-        return _reply(request, entry, 409, "warning", f"Already settled by {exc.detail or 'someone else'}.")
+    except KeelgateError as exc:
+        return _refused(request, entry, exc, typed={})
     label = entry.lookup or "the system of record"
     if found.verdict == "executed":
         record = json.dumps(found.record, sort_keys=True)
@@ -579,22 +302,27 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-RESULT_MAX = 16_384
+# -- the console's one answer to an error ----------------------------------------------
 
 
-def _json_object(text: str) -> tuple[dict[str, Any] | None, str]:
-    """A reconcile form's result: a JSON object (or nothing), or the reason it is not one."""
-    if not text:
-        return None, ""
-    if len(text) > RESULT_MAX:
-        return None, f"The result is longer than {RESULT_MAX} characters."
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None, 'The result is not JSON: write an object such as {"order_id": "PB-000001"}.'
-    if not isinstance(value, dict):
-        return None, "The result must be a JSON object (in braces), not a list or a single value."
-    return value, ""
+def _refused(
+    request: HttpRequest, entry: InboxEntry, exc: KeelgateError, *, typed: dict[str, str]
+) -> HttpResponse:
+    """A decision the service refused, on its card: the error's console wording and status.
+
+    When someone or something else settled the item while the person typed (another
+    decision, the deadline), the card stays on screen with what they typed, so their
+    words are not lost; only htmx can show them again (a plain post is redirected).
+    """
+    told = refusal_or_raise(exc)
+    text, keep = told.text, told.keep
+    if told.keep_typed and any(v.strip() for v in typed.values()) and _htmx(request):
+        text, keep = f"{text} Nothing of yours was applied; what you typed is below.", True
+    return _reply(request, entry, told.status, told.level, text, keep=keep, values=typed if keep else None)
+
+
+def _htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
 
 
 def _reply(
@@ -615,7 +343,7 @@ def _reply(
     if values and entry.fields:
         typed = tuple(replace(f, value=values.get(f.input_name, f.value)) for f in entry.fields)
         entry = replace(entry, fields=typed)
-    if request.headers.get("HX-Request") == "true":
+    if _htmx(request):
         error = text if status == 400 else ""
         item = (
             render_entry(entry, request=request, error=error, values=values, finding=finding) if keep else ""

@@ -11,7 +11,6 @@ from typing import Annotated
 from django.http import HttpRequest
 from ninja import Query, Router
 
-from audit.models import AuditEvent as EventRow
 from audit.schemas import (
     AuditPageOut,
     ChainDigestIn,
@@ -20,7 +19,7 @@ from audit.schemas import (
     event_out,
     report_out,
 )
-from audit.selectors import audit_digest, audit_verify
+from audit.selectors import audit_digest, audit_events, audit_verify
 from sitekit.api import MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH, TenantQuery, caller_of
 
@@ -47,13 +46,9 @@ def list_events(
     tenant: TenantQuery = None,
 ) -> AuditPageOut:
     caller = caller_of(request, tenant)
-    events = EventRow.objects.filter(tenant_id=caller.tenant_id, seq__gt=after_seq)
-    if kind:
-        events = events.filter(kind=kind)
-    rows = list(events.order_by("seq")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return AuditPageOut(items=[event_out(r) for r in rows], next_after_seq=rows[-1].seq if more else None)
+    page = audit_events(tenant_id=caller.tenant_id, filters={"kind": kind}, after=after_seq, limit=limit)
+    next_after_seq = page.next_key[0] if page.next_key else None
+    return AuditPageOut(items=[event_out(r) for r in page.rows], next_after_seq=next_after_seq)
 
 
 @router.get(

@@ -1,4 +1,4 @@
-"""Reads of the audit chain: verifying a tenant's history, listing the chains.
+"""Reads of the audit chain: its events a page at a time, verifying a tenant's history, listing the chains.
 
 Verification streams the chain from the database through the engine's
 :func:`~keelgate.audit.verify_chain`, then checks the result against the tenant's
@@ -21,13 +21,44 @@ from keelgate.audit import GENESIS_HASH, AuditEvent, ChainReport, verify_chain
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
 from sitekit.errors import DigestError, EmptyChainError
+from sitekit.paging import Filter, Keyset, Listing, Page
 
-__all__ = ["HEAD_MISMATCH", "audit_digest", "audit_heads", "audit_tenants", "audit_verify"]
+__all__ = [
+    "AUDIT_EVENTS",
+    "HEAD_MISMATCH",
+    "audit_digest",
+    "audit_events",
+    "audit_heads",
+    "audit_tenants",
+    "audit_verify",
+]
 
 HEAD_MISMATCH = "head_mismatch"
 """A :class:`ChainReport` reason added by the site: the events do not end at the
 ``ChainHead`` row (a deleted tail, an event appended behind the store's back, or an
 edited head row). ``first_bad_seq`` is the first number that disagrees."""
+
+
+AUDIT_EVENTS = Listing(Keyset(EventRow, "seq"), Filter("kind"))
+"""A tenant's chain, oldest first, by kind (``seq`` is unique within a tenant's chain).
+A filter the chain's readers add (``actor``, a ``created`` range) is declared here."""
+
+_NEWEST_FIRST = AUDIT_EVENTS.reversed()
+
+
+def audit_events(
+    *,
+    tenant_id: str,
+    filters: Mapping[str, Any] | None = None,
+    after: int | None = None,
+    newest_first: bool = False,
+    limit: int,
+) -> Page[EventRow]:
+    """A page of the tenant's chain under ``filters`` (names of :data:`AUDIT_EVENTS`): oldest
+    first after the number ``after``, or newest first before it."""
+    listing = _NEWEST_FIRST if newest_first else AUDIT_EVENTS
+    rows = EventRow.objects.filter(tenant_id=tenant_id)
+    return listing.page(rows, filters, after=None if after is None else (after,), limit=limit)
 
 
 def audit_tenants() -> list[str]:

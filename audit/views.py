@@ -8,8 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from audit.selectors import audit_heads, audit_verify
-from audit.wiring import audit_log
+from audit.presentation import audit_rows
+from audit.selectors import audit_events, audit_heads, audit_verify
+from audit.store import event_from_row
 from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
@@ -39,9 +40,9 @@ def audit_chain(request: HttpRequest, tenant_id: str) -> HttpResponse:
     except ValueError:
         before = head + 1
     before = max(1, min(before, head + 1))
-    start = max(0, before - 1 - PAGE_SIZE)
-    events = list(audit_log().events(tenant_id, after_seq=start, limit=before - 1 - start))
-    events.reverse()
+    page = audit_events(tenant_id=tenant_id, after=before, newest_first=True, limit=PAGE_SIZE)
+    events = [event_from_row(row) for row in page.rows]
+    # Rows, not events: the template reads no body field, so no kind's body can break it.
     return render(
         request,
         "audit/chain.html",
@@ -49,9 +50,9 @@ def audit_chain(request: HttpRequest, tenant_id: str) -> HttpResponse:
             "tenant_id": tenant_id,
             "tenants": tenant_ids(request),
             "head": head,
-            "events": events,
+            "events": audit_rows(tenant_id, events),
             "newer": before + PAGE_SIZE if before <= head else None,
-            "older": start + 1 if start > 0 else None,
+            "older": page.next_key[0] if page.next_key else None,
             "at_newest": before > head,
         },
     )

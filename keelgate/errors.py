@@ -36,7 +36,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   │   └── OutcomeAlreadySettledError outcome_already_settled
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
-    │   │   ├── ApprovalEscalatedError approval_escalated [403]
+            │   │   ├── ApprovalEscalatedError approval_escalated [403]
             │   │   ├── ApprovalStaleError     approval_stale
             │   │   ├── EditInvalidError       edited_arguments_invalid [422]
             │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]

@@ -5,8 +5,8 @@
     loop = Loop(planner=..., gateway=gateway, checkpoints=stores.checkpoints)
 
 The loop sees that the three stores write through one connection and groups their
-writes between barriers (see :mod:`keelgate.commits`): a paper-trading step commits
-7 times instead of 17, with the same crash guarantees.
+writes between barriers (see :mod:`keelgate.commits`): a step commits only where a write
+must be durable, with the same crash guarantees (docs/performance.md#round-trips).
 """
 
 from __future__ import annotations

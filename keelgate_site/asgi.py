@@ -42,8 +42,8 @@ class OneHopASGIHandler(ASGIHandler):
     threads: Django's handler gives each request a thread-sensitive context, which
     started a thread for every request and joined it after. Nothing of a request needs
     a thread of its own across calls any more: its database connection is borrowed and
-    given back inside the one call. In-process, a JSON 404 went from about 2.0 to 0.6 ms
-    of CPU (one hop instead of three, about 1.7 ms; the pool, the rest).
+    given back inside the one call. Thread hops were most of a small request's CPU
+    (docs/performance.md#one-hop-asgi).
     """
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -153,8 +153,8 @@ def _freeze_startup_heap() -> None:
 
     Django, ninja, pydantic and the URL map are a heap of objects that live as long as
     the process, and every full collection walked all of them again, in the middle of
-    some request. Frozen (``gc.freeze``), the JSON 404's p99 at 16 connections fell from
-    102 to 42 ms and ``GET /api/v1/runs``' from 123 to 80 ms (bench 6, 2 Daphne).
+    some request, which showed in the tail latency. Frozen (``gc.freeze``), they are no
+    longer walked (docs/performance.md#frozen-heap).
     """
     get_resolver().url_patterns  # noqa: B018  (imports every view and the API now, not at the first request)
     gc.collect()

@@ -121,7 +121,7 @@ ASGI_APPLICATION = "keelgate_site.asgi.application"
 # Django runs each request's sync code in a thread of its own (asgiref), and a kept
 # connection belongs to a thread. KEELGATE_DB_POOL=N (PostgreSQL) gives the process a
 # psycopg pool of up to N connections instead, which any thread borrows for a request:
-# what web processes want (keelgate_serve sets 8; docs/deploy.md, bench 6).
+# what web processes want (keelgate_serve sets 8; docs/performance.md#pool-check).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'keelgate.sqlite3'}",
@@ -254,6 +254,12 @@ KEELGATE_TEMPORAL_TASK_QUEUE = os.environ.get("KEELGATE_TEMPORAL_TASK_QUEUE", "k
 KEELGATE_CONSOLE_URL = os.environ.get("KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")
 """Where operators reach the console: the base of links sent in webhooks and email."""
 
+KEELGATE_NOTIFICATION_CHANNELS = [
+    "notifications.webhooks.WebhookChannel",
+    "notifications.emails.EmailChannel",
+]
+"""Dotted paths of the channels ``keelgate_notify`` runs each pass, in order (notifications/passes.py)."""
+
 # -- Webhooks (notifications/webhooks/) -------------------------------------------------
 
 KEELGATE_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_TIMEOUT_SECONDS", "10"))
@@ -286,7 +292,7 @@ def _signing_key() -> str:
 KEELGATE_AUDIT_SIGNING_KEY = _signing_key()
 """Ed25519 private key (32 raw bytes, base64) that signs exported chain-head digests."""
 
-# -- Email (notifications/emails.py) ----------------------------------------------------
+# -- Email (notifications/emails/) ------------------------------------------------------
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")

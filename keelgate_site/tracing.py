@@ -12,9 +12,9 @@ histograms (``sitekit.metrics``) are timed from the engine's spans as they end: 
 place measures both. While nothing but those histograms takes spans (no exporter, no
 processor added by a host or a test), the site's provider makes *timed* spans
 (:class:`TimingTracerProvider`): the current span, with the run's trace id for the log
-lines, and a duration, but none of the SDK's recording. An SDK span cost a step about
-0.7 ms of its 6.7 ms of CPU (bench 2's step, measured with and without the provider on
-this 2-core VM), for data nobody read. Once a processor that exports is added, every new
+lines, and a duration, but none of the SDK's recording: an SDK span costs a step a
+noticeable share of its CPU (docs/performance.md#timing-spans), for data nobody would
+read. Once a processor that exports is added, every new
 span is an SDK span again. A sampler that drops spans (``OTEL_TRACES_SAMPLER=traceidratio``)
 thins the histograms only then.
 """

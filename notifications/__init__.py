@@ -1,5 +1,15 @@
-"""Telling people that something waits: webhooks (Standard Webhooks) and email.
+"""Telling people that something waits: channels (webhooks, email) on one delivery engine.
 
-Both read the audit chain, which is the outbox: a delivery cursor per receiver marks
-how far it has read, so nothing is lost when the delivering process dies.
+Every channel reads the audit chain, which is the outbox: a cursor per subscriber marks
+how far it has read, and moves only with the deliveries for what it passed, so nothing
+is lost when the delivering process dies. Top to bottom (import-linter checks):
+
+- ``management``, ``admin``, ``views``: the command, the admin, the webhooks page.
+- the channels ``emails`` and ``webhooks``, which know the engine and not each other.
+- ``passes``: one pass of a channel (tail, then deliver each recipient's due batch), and
+  of every channel registered in ``KEELGATE_NOTIFICATION_CHANNELS``.
+- ``cursors`` (the chain past each cursor into deliveries) and ``claims`` (claim under
+  a lease, the attempt log, retries with backoff).
+- ``channel``: the :class:`~notifications.channel.Channel` protocol every channel satisfies.
+- ``models``: cursors, the abstract delivery and attempt, each channel's tables.
 """

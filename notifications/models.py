@@ -1,11 +1,118 @@
-"""What notifications remember: receivers, how far each has read the chain, and deliveries."""
+"""What notifications remember: how far each channel has read the chain, what it owes whom.
+
+Two kinds of rows belong to the shared engine, whatever the channel:
+
+- :class:`ChainCursor`: how far one subscriber of one channel has read its tenant's
+  audit chain (the outbox). It moves only in the transaction that records the
+  deliveries for what it passed.
+- :class:`Delivery` (abstract): one message owed to one recipient, claimed under a
+  lease, retried with backoff, finished as delivered, skipped or failed. Each channel
+  has one concrete table of it, with the columns only it needs; :class:`Attempt`
+  (abstract) is the optional log of every try.
+
+Then each channel's own rows: webhooks (receivers, deliveries, attempts) and email
+(batches of items per person).
+"""
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
 
 from tenants.models import Tenant
+
+# -- the engine's rows -------------------------------------------------------------------
+
+
+class ChainCursor(models.Model):
+    """How far one subscriber of one channel has read its tenant's audit chain.
+
+    ``subscriber`` is the channel's name for who reads: a webhook endpoint's id, or the
+    tenant itself for email. Kept apart from whatever it belongs to, so that saving that
+    (an endpoint in the admin) never moves it.
+    """
+
+    channel = models.CharField(max_length=32)
+    subscriber = models.CharField(max_length=100)
+    tenant_id = models.CharField(max_length=63)
+    seq = models.BigIntegerField(default=0)
+    held = models.JSONField(default=list, blank=True)
+    """What the channel read but could not route yet (email: an item announced before its
+    inbox row committed); handed back to it on the next pass."""
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "subscriber"], name="chain_cursor_per_subscriber")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.subscriber} at {self.tenant_id}#{self.seq}"
+
+
+class DeliveryStatus(models.TextChoices):
+    """Where one delivery stands."""
+
+    PENDING = "pending", "Pending"
+    DELIVERING = "delivering", "Delivering"
+    DELIVERED = "delivered", "Delivered"
+    SKIPPED = "skipped", "Skipped"
+    """Nothing was left to say when its turn came (every item decided meanwhile)."""
+    FAILED = "failed", "Failed"
+
+
+class Delivery(models.Model):
+    """One message owed to one recipient, until it is delivered, skipped or given up.
+
+    The engine (:mod:`notifications.claims`) alone writes these columns: a claim is one
+    conditional UPDATE of this row's own columns (due and pending, or delivering under a
+    lease that ran out), so of several processes exactly one sends it.
+    """
+
+    RECIPIENT: ClassVar[str]
+    """The column naming who receives it: a channel's due deliveries are batched by it."""
+
+    item = models.CharField(max_length=200, blank=True)
+    """What the delivery is about (``approval:<run>:<action>``), for a channel that later
+    updates what it sent about the same item; empty when it never will."""
+    receipt = models.CharField(max_length=200, blank=True)
+    """What the far side returned to refer to the message later (a chat message's id)."""
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    """Not sent before this (a retry waits here)."""
+    lease_until = models.DateTimeField(null=True, blank=True)
+    """While ``delivering``: after this, the claim is presumed dead and may be taken again."""
+    lease_token = models.CharField(max_length=32, blank=True)
+    last_status_code = models.IntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    """A status line or an exception's class: never an address or a secret."""
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Attempt(models.Model):
+    """One try at sending a delivery; ``finished_at`` stays empty if the sender died.
+
+    A channel that keeps this log gives its concrete attempt a ``delivery`` foreign key
+    with ``related_name="attempt_log"``; the engine writes a row when it claims and
+    finishes it when the try ends.
+    """
+
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status_code = models.IntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True)
+    duration_ms = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
 
 # -- webhooks ---------------------------------------------------------------------------
 
@@ -33,35 +140,14 @@ class WebhookEndpoint(models.Model):
         return f"{self.tenant_id}: {self.url.partition('?')[0].partition('#')[0]}"
 
 
-class WebhookCursor(models.Model):
-    """How far one endpoint has read its tenant's audit chain (the outbox).
-
-    Kept apart from the endpoint so that saving the endpoint (the admin) never moves it.
-    It moves only in the transaction that records the deliveries for what it passed.
-    """
-
-    endpoint = models.OneToOneField(
-        WebhookEndpoint, on_delete=models.CASCADE, primary_key=True, related_name="cursor"
-    )
-    seq = models.BigIntegerField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
-
-
-class DeliveryStatus(models.TextChoices):
-    """Where one message to one endpoint stands."""
-
-    PENDING = "pending", "Pending"
-    DELIVERING = "delivering", "Delivering"
-    DELIVERED = "delivered", "Delivered"
-    FAILED = "failed", "Failed"
-
-
-class WebhookDelivery(models.Model):
-    """One message (an audit event) owed to one endpoint, until it is delivered or given up.
+class WebhookDelivery(Delivery):
+    """One message (an audit event) owed to one endpoint.
 
     ``webhook_id`` and ``payload`` are fixed when the record is made, so every retry,
     including one after the deliverer died mid-request, sends the same id and body.
     """
+
+    RECIPIENT = "endpoint_id"
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
     tenant_id = models.CharField(max_length=63)
@@ -70,16 +156,7 @@ class WebhookDelivery(models.Model):
     event_type = models.CharField(max_length=64)
     webhook_id = models.CharField(max_length=100)
     payload = models.TextField()
-    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    lease_until = models.DateTimeField(null=True, blank=True)
-    """While ``delivering``: after this, the claim is presumed dead and may be taken again."""
-    lease_token = models.CharField(max_length=32, blank=True)
-    last_status_code = models.IntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["endpoint", "seq"], name="webhook_delivery_per_event")]
@@ -93,16 +170,10 @@ class WebhookDelivery(models.Model):
         return f"{self.webhook_id} {self.event_type} ({self.status})"
 
 
-class WebhookAttempt(models.Model):
-    """One try at sending a delivery; ``finished_at`` stays empty if the deliverer died."""
+class WebhookAttempt(Attempt):
+    """One POST of a webhook delivery."""
 
     delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
-    number = models.PositiveIntegerField()
-    started_at = models.DateTimeField()
-    finished_at = models.DateTimeField(null=True, blank=True)
-    status_code = models.IntegerField(null=True, blank=True)
-    error = models.CharField(max_length=500, blank=True)
-    duration_ms = models.IntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -117,57 +188,25 @@ class WebhookAttempt(models.Model):
 # -- email ------------------------------------------------------------------------------
 
 
-class EmailCursor(models.Model):
-    """How far the email pass has read one tenant's audit chain (the outbox).
-
-    It moves only in the transaction that queues the :class:`EmailBatch` rows for what it
-    passed, so a pass that dies leaves it where it was and nothing is lost.
-    """
-
-    tenant_id = models.CharField(max_length=63, primary_key=True)
-    seq = models.BigIntegerField(default=0)
-    unresolved = models.JSONField(default=list)
-    """Items the chain announced before their inbox row was committed (the projection
-    writes it with the next checkpoint): ``[{"kind", "run_id", "action_id", "since"}]``,
-    looked up again each pass until found or ``KEELGATE_EMAIL_UNRESOLVED_SECONDS`` old."""
-    updated_at = models.DateTimeField(auto_now=True)
-
-
-class EmailBatchOutcome(models.TextChoices):
-    """How a batch ended."""
-
-    SENT = "sent", "Sent"
-    NOTHING_LEFT = "nothing_left", "Nothing left"
-    """Every item was decided (or the person lost the role) before it was sent."""
-    GAVE_UP = "gave_up", "Gave up"
-
-
-class EmailBatch(models.Model):
+class EmailBatch(Delivery):
     """Items one pass found for one person; sent with the person's other due batches as one email.
 
     ``items`` are inbox rows, ``[{"kind": "approval" | "unknown", "id": pk}]``: what the
-    message says is read when it is sent, so an item decided meanwhile is left out.
+    message says is read when it is sent, so an item decided meanwhile is left out (and a
+    batch with nothing left is skipped).
     """
+
+    RECIPIENT = "user_id"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     items = models.JSONField()
     created_at = models.DateTimeField()
-    due_at = models.DateTimeField()
-    """Not sent before this (a retry waits here)."""
-    attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=32, blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
-    """While a sender holds it; after this, the sender is presumed dead and it is sent again."""
-    finished_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=EmailBatchOutcome.choices, blank=True)
-    last_error = models.CharField(max_length=200, blank=True)
-    """The SMTP reply code or exception class of the last failure: never an address or secret."""
 
     class Meta:
         indexes = [
-            models.Index(fields=["finished_at", "due_at"], name="email_batch_due"),
+            models.Index(fields=["status", "next_attempt_at"], name="email_batch_due"),
             models.Index(fields=["user", "finished_at"], name="email_batch_user"),
         ]
 
     def __str__(self) -> str:
-        return f"email batch {self.pk} to user {self.user_id} ({self.outcome or 'queued'})"
+        return f"email batch {self.pk} to user {self.user_id} ({self.status})"

@@ -1,27 +1,21 @@
 """The runs API: start, list, read, timeline, resume. Parse, call one service, render.
 
-``POST /runs`` is idempotent two ways. With a ``run_id`` the service itself returns the
-existing run for a repeated request. With an ``Idempotency-Key`` header (as in the IETF
-draft and Stripe) the key is stored with a hash of the request: a repeat returns the
-same run, the same key with another body is 422, and a repeat while the first request
-is still in progress is 409. A first request answers 201, a repeat 200 with
-``Idempotent-Replayed: true``.
+``POST /runs`` is idempotent two ways: with a ``run_id`` (``runs.services.run_start``
+returns the existing run for a repeated request) or with an ``Idempotency-Key`` header
+(``runs.idempotency_keys.run_start_once``). A first request answers 201, a repeat 200
+with ``Idempotent-Replayed: true``.
 """
 
 from __future__ import annotations
 
-import hashlib
-from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated
 
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
 from ninja import Header, Path, Query, Router, Status
 
-from keelgate.canonical import canonical_json
 from keelgate.loop import StopReason
-from runs.models import Run, RunStatus
+from runs.idempotency_keys import run_start_once
+from runs.models import RunStatus
 from runs.schemas import (
     AGENT,
     RUN_ID,
@@ -37,13 +31,10 @@ from runs.schemas import (
     run_out,
     run_page_out,
 )
-from runs.selectors import run_filters, run_get, run_state, run_timeline
-from runs.services import run_resume, run_start
-from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, keyset_values_page, responses
-from sitekit.db import unique_or_none
-from sitekit.errors import IdempotencyKeyInProgressError, IdempotencyKeyReusedError
-from tenants.api_auth import API_AUTH, Caller, TenantQuery, caller_of
-from tenants.models import ApiIdempotencyKey, Tenant
+from runs.selectors import run_get, run_rows_page, run_state, run_timeline
+from runs.services import run_resume
+from sitekit.api import CURSOR, READ_ERRORS, WRITE_ERRORS, responses
+from tenants.api_auth import API_AUTH, TenantQuery, caller_of
 
 router = Router(tags=["runs"], auth=API_AUTH)
 
@@ -57,11 +48,6 @@ IdempotencyKeyHeader = Annotated[
         description="Any unique string (e.g. a UUID): a repeated request with it starts nothing new.",
     ),
 ]
-
-IDEMPOTENCY_KEY_TTL = timedelta(hours=24)
-"""A key is remembered this long; after that the same key starts a new run."""
-IN_PROGRESS_TIMEOUT = timedelta(minutes=5)
-"""A first request still unfinished after this died mid-way: a repeat may take it over."""
 
 
 @router.post(
@@ -84,17 +70,9 @@ def start_run(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Status[RunOut]:
     caller = caller_of(request, tenant)
-    if idempotency_key is None:
-        run, created = _start(caller, payload)
-    else:
-        run, created = _start_once(caller, payload, idempotency_key)
-    if not created:
-        response["Idempotent-Replayed"] = "true"
-    return Status(201 if created else 200, run_out(run))
-
-
-def _start(caller: Caller, payload: RunStartIn) -> tuple[Run, bool]:
-    return run_start(
+    run, created = run_start_once(
+        key=idempotency_key,
+        request=payload.model_dump(mode="json"),
         tenant_id=caller.tenant_id,
         agent=payload.agent,
         goal=payload.goal,
@@ -102,58 +80,9 @@ def _start(caller: Caller, payload: RunStartIn) -> tuple[Run, bool]:
         run_id=payload.run_id,
         limits=payload.stop.limits() if payload.stop else None,
     )
-
-
-def _start_once(caller: Caller, payload: RunStartIn, key: str) -> tuple[Run, bool]:
-    """Start at most one run per (tenant, user, key); see the module docstring."""
-    fingerprint = hashlib.sha256(canonical_json(payload.model_dump(mode="json")).encode()).hexdigest()
-    row = _claim_key(caller, key, fingerprint)
-    if row.completed_at is not None:
-        return run_get(tenant_ids=caller.tenant_ids, run_id=row.run_id), False
-    try:
-        run, created = _start(caller, payload)
-    except BaseException:
-        # Nothing was started: forget the key, so the client can fix the request and retry.
-        ApiIdempotencyKey.objects.filter(pk=row.pk, completed_at__isnull=True).delete()
-        raise
-    ApiIdempotencyKey.objects.filter(pk=row.pk).update(run_id=run.run_id, completed_at=timezone.now())
-    return run, created
-
-
-def _claim_key(caller: Caller, key: str, fingerprint: str) -> ApiIdempotencyKey:
-    """The key's row: a completed one to replay, or a fresh in-progress one that is ours.
-
-    The claim commits before the run starts, so a twin arriving meanwhile sees it in
-    progress (409) instead of starting a second run.
-    """
-    now = timezone.now()
-    scope: dict[str, Any] = {"tenant__slug": caller.tenant_id, "user": caller.user, "key": key}
-    try:
-        with transaction.atomic():
-            row = unique_or_none(ApiIdempotencyKey.objects.select_for_update().filter(**scope))
-            if row is not None and now - row.created_at > IDEMPOTENCY_KEY_TTL:
-                row.delete()
-                row = None
-            if row is None:
-                return ApiIdempotencyKey.objects.create(
-                    tenant=Tenant.objects.get(slug=caller.tenant_id),
-                    user=caller.user,
-                    key=key,
-                    fingerprint=fingerprint,
-                    created_at=now,
-                )
-            if row.fingerprint != fingerprint:
-                raise IdempotencyKeyReusedError()
-            if row.completed_at is not None:
-                return row
-            if now - row.created_at < IN_PROGRESS_TIMEOUT:
-                raise IdempotencyKeyInProgressError()
-            row.created_at = now  # the first request died: this one takes over
-            row.save(update_fields=["created_at"])
-            return row
-    except IntegrityError as exc:
-        # A twin inserted the same key between our read and our insert.
-        raise IdempotencyKeyInProgressError() from exc
+    if not created:
+        response["Idempotent-Replayed"] = "true"
+    return Status(201 if created else 200, run_out(run))
 
 
 @router.get(
@@ -174,16 +103,16 @@ def list_runs(
     tenant: TenantQuery = None,
 ) -> RunPageOut:
     caller = caller_of(request, tenant)
-    filters = run_filters(
+    page = run_rows_page(
         tenant_ids=caller.tenant_ids,
+        columns=RUN_OUT_COLUMNS,
         status=status.value if status else None,
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
+        cursor=cursor,
+        limit=limit,
     )
-    page, next_cursor = keyset_values_page(
-        Run, RUN_OUT_COLUMNS, filters, field="created_at", cursor=cursor, limit=limit
-    )
-    return run_page_out(page, next_cursor)
+    return run_page_out(page.rows, page.next_cursor)
 
 
 @router.get(

@@ -16,7 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from keelgate.errors import KeelgateError, RunExistsError
 from runs.schemas import RunStartIn, StopIn
+from sitekit.errors import GoalNotUnderstoodError, UnknownAgentError
 
 __all__ = ["LIMIT_FIELDS", "StartForm", "parse_limits"]
 
@@ -123,6 +125,21 @@ class StartForm:
         """After a clash with another run's id: a new id, so the next submit starts a run."""
         self.values["run_id"] = uuid.uuid4().hex
 
+    def refused(self, exc: KeelgateError, text: str) -> None:
+        """The service refused the request: ``text`` (the console's words for ``exc``) goes on
+        the field it is about, or above the form; a clash of run ids gets a new id."""
+        field_name = next((name for cls, name in _FIELD_OF.items() if isinstance(exc, cls)), "")
+        self.errors[field_name] = text
+        if isinstance(exc, RunExistsError):
+            self.again()
+
+
+_FIELD_OF: dict[type[KeelgateError], str] = {
+    UnknownAgentError: "agent",
+    GoalNotUnderstoodError: "goal",
+    RunExistsError: "run_id",
+}
+"""The field each refusal of ``run_start`` is about (worded in ``sitekit.console_errors``)."""
 
 _START_WORDS = {
     "agent": "Choose one of the registered agents.",

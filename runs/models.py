@@ -1,5 +1,8 @@
 """The engine's state in the database: runs, every checkpoint, and idempotency keys.
 
+Also the API's ``Idempotency-Key`` headers of ``POST /runs`` (:class:`ApiIdempotencyKey`),
+a promise about starting runs, kept by ``runs.idempotency_keys``.
+
 The checkpoint JSON is the truth about a run; ``Run`` is a projection of it for lists
 and filters, plus the worker's lease (owner, expiry and a fencing epoch).
 """
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q, Subquery
 from django.db.models.functions import Coalesce
@@ -308,4 +312,27 @@ class GraphWrite(models.Model):
                 fields=["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"],
                 name="graph_write_key",
             )
+        ]
+
+
+class ApiIdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` header of ``POST /runs``: in progress, or done with its run.
+
+    Scoped to a tenant and a user, as Stripe scopes keys to an account. ``fingerprint``
+    is a hash of the request, so the same key with another body is refused. Until
+    ``runs/0006`` it lived in ``tenants`` (its rows moved with it, table renamed).
+    """
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    run_id = models.CharField(max_length=128, blank=True)
+    created_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    """Null while the first request is still in progress."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "key"], name="api_idempotency_key_unique")
         ]

@@ -241,13 +241,13 @@ def _numbers(raw: Any, schema: type[BaseModel]) -> dict[str, Any]:
 
 
 _NUMBER = (int, float)
-"""A tuple, not ``int | float``: ``isinstance`` checks a union several times slower."""
+"""A tuple, not ``int | float``: ``isinstance`` checks a union slower (docs/performance.md#json-rendering)."""
 
 
 @functools.cache
 def _field_names(schema: type[BaseModel]) -> tuple[str, ...]:
-    """``schema.model_fields``, read once: pydantic builds that mapping on every access
-    (0.56 ms of a page of 50 runs' 0.74 ms)."""
+    """``schema.model_fields``, read once: pydantic builds that mapping on every access,
+    most of the work of a page of runs (docs/performance.md#json-rendering)."""
     return tuple(schema.model_fields)
 
 
@@ -267,7 +267,7 @@ RUN_OUT_COLUMNS = (
     "created_at",
     "updated_at",
 )
-"""What :func:`run_out` reads: a list loads only these (``QuerySet.values``), a third of the row."""
+"""What :func:`run_out` reads: a list loads only these (``QuerySet.values``), not the whole row."""
 
 
 def _run_fields(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -302,9 +302,9 @@ def run_out(run: Run) -> RunOut:
 def run_page_out(rows: list[dict[str, Any]], next_cursor: str | None) -> RunPageOut:
     """A page of runs from ``values(*RUN_OUT_COLUMNS)`` rows, validated in one call.
 
-    No model instance per row and one pydantic call for the page. In-process, a page of
-    50 took 2.6 ms with a model and a :class:`RunOut` per row and ``json.dumps``; 1.9 ms
-    so, with ``sitekit.api.PydanticJSONRenderer``.
+    No model instance per row and one pydantic call for the page, with
+    ``sitekit.api.PydanticJSONRenderer`` encoding it: a model and a :class:`RunOut` per row
+    made the page markedly slower (docs/performance.md#json-rendering).
     """
     items = [_run_fields(row) for row in rows]
     return RunPageOut.model_validate({"items": items, "next_cursor": next_cursor})

@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction, StopReason
-from runs.agents import done_words
+from runs.agents import agent_names, done_words
 from runs.models import Checkpoint, Run, RunStatus
 from sitekit.errors import NotFoundError
+from sitekit.paging import Filter, Keyset, Listing, Page, one_of
+
+SEARCH_MAX = 200
+"""Longest text ``q`` searches for (longer is cut, not an error)."""
+
+
+def _search(value: str) -> str:
+    return " ".join(value.split())[:SEARCH_MAX]
+
+
+RUN_LIST = Listing(
+    Keyset(Run, "-created_at", "-id"),
+    Filter("status", parse=one_of(lambda: [s.value for s in RunStatus])),
+    Filter("agent", parse=one_of(agent_names)),
+    Filter("stop_reason", parse=one_of(lambda: [r.value for r in StopReason])),
+    Filter("q", "run_id", "goal", lookup="icontains", parse=_search),
+)
+"""The runs, newest first, by status, agent and stop reason; ``q`` is found in the run id or
+the goal. The console's list and the API's read it, each through one selector below."""
 
 
 def runs_for(
@@ -24,28 +43,39 @@ def runs_for(
     stop_reason: str | None = None,
     q: str | None = None,
 ) -> QuerySet[Run]:
-    """Runs of the given tenants, newest first, filtered; ``q`` is found in the run id or the goal."""
-    filters = run_filters(tenant_ids=tenant_ids, status=status, agent=agent, stop_reason=stop_reason)
-    runs = Run.objects.filter(**filters).order_by("-created_at", "-id")
-    if q:
-        runs = runs.filter(Q(run_id__icontains=q) | Q(goal__icontains=q))
-    return runs
+    """Runs of the given tenants, newest first, filtered (:data:`RUN_LIST`)."""
+    filters = {"status": status, "agent": agent, "stop_reason": stop_reason, "q": q}
+    return RUN_LIST.filtered(Run.objects.filter(tenant_id__in=list(tenant_ids)), filters)
 
 
-def run_filters(
+def run_page(
+    *, tenant_ids: Iterable[str], filters: Mapping[str, Any], cursor: str | None, limit: int
+) -> Page[Run]:
+    """A page of the tenants' runs under ``filters`` (names of :data:`RUN_LIST`), after ``cursor``."""
+    return RUN_LIST.page(
+        Run.objects.filter(tenant_id__in=list(tenant_ids)), filters, cursor=cursor, limit=limit
+    )
+
+
+def run_rows_page(
     *,
     tenant_ids: Iterable[str],
+    columns: tuple[str, ...],
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
-) -> dict[str, Any]:
-    """:func:`runs_for`'s filters as ``filter()`` keywords, which the API's list also sends
-    by hand (``sitekit.db.keyset_values``): one definition of what a filter matches."""
-    filters: dict[str, Any] = {"tenant_id__in": list(tenant_ids)}
-    for name, value in (("status", status), ("agent", agent), ("stop_reason", stop_reason)):
-        if value:
-            filters[name] = value
-    return filters
+    cursor: str | None,
+    limit: int,
+) -> Page[dict[str, Any]]:
+    """:func:`run_page` as ``values(*columns)`` rows, from one statement written once per
+    shape (:meth:`~sitekit.paging.Listing.values_page`): the API's list, the hottest read."""
+    return RUN_LIST.values_page(
+        columns,
+        scope={"tenant_id__in": list(tenant_ids)},
+        values={"status": status, "agent": agent, "stop_reason": stop_reason},
+        cursor=cursor,
+        limit=limit,
+    )
 
 
 def run_get(*, tenant_ids: Iterable[str], run_id: str, tenant_id: str | None = None) -> Run:

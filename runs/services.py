@@ -3,8 +3,10 @@
 This module is the one writer of ``Run.status``: every move between statuses is one
 conditional UPDATE with its ``run.status`` audit event in the same transaction
 (:func:`run_move`; a worker's claim, which also picks the run, :func:`run_claim`), so the
-chain says who moved which run where, and why. Starting and
-resuming a run are moves too, audited as ``run.requested`` and ``run.resumed``. A run
+chain says who moved which run where, and why. A new run is born QUEUED
+(``run.requested``); a person's resume (``run.resumed``) and cancel (``run.cancelled``,
+in ``approvals.services``) move it through :func:`run_move` like every other mover.
+``tests/site/runs/test_one_status_writer.py`` scans the site for any other writer. A run
 that becomes runnable is announced on ``runs.signals.run_queued`` after the commit.
 """
 
@@ -186,7 +188,11 @@ def run_start(
 
 
 def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any] | None = None) -> Run:
-    """Queue a stopped run again, optionally with new (larger) limits."""
+    """Queue a stopped run again, optionally with new (larger) limits.
+
+    The person's ``run.resumed`` (with the limits) and the move's ``run.status`` commit
+    together, as a cancel's ``run.cancelled`` and its move do.
+    """
     require_role(user, tenant_id, Role.APPROVER)
     checked = LoopLimits.model_validate(limits or {}).model_dump(exclude_none=True)
     with transaction.atomic():
@@ -195,16 +201,22 @@ def run_resume(*, tenant_id: str, run_id: str, user: Any, limits: dict[str, Any]
             raise NotFoundError()
         if run.status != RunStatus.STOPPED:
             raise NotResumableError(run.status)
-        run.status = RunStatus.QUEUED
-        run.pending_limits = checked or None
-        run.save(update_fields=["status", "pending_limits", "updated_at"])
         audit_log().append(
             tenant_id,
             actor=user.get_username(),
             kind="run.resumed",
             body={"run_id": run_id, "limits": checked},
         )
-        _announce_queued(tenant_id, run_id)
+        run_move(
+            tenant_id=tenant_id,
+            run_id=run_id,
+            to=RunStatus.QUEUED,
+            actor=user.get_username(),
+            reason="resumed",
+            expect={"status": RunStatus.STOPPED},
+            pending_limits=checked or None,
+        )
+        run.refresh_from_db()
     return run
 
 

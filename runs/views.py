@@ -21,31 +21,32 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.selectors import audit_heads
-from keelgate.errors import RunExistsError
+from keelgate.errors import KeelgateError
 from keelgate.loop import ActionStatus, LoopState, NotReplayableError, Recording, StopReason, replay
 from runs.agents import agent_names
 from runs.engine.stores import DjangoCheckpointStore
 from runs.forms import LIMIT_FIELDS, StartForm, parse_limits
 from runs.models import Run, RunStatus
 from runs.selectors import (
+    RUN_LIST,
     STOP_REASONS,
     action_stories,
     run_get,
+    run_page,
     run_state,
     run_summaries,
     run_timeline,
     run_words,
-    runs_for,
 )
 from runs.services import run_resume, run_start
-from sitekit.api import CURSOR, keyset_page
-from sitekit.errors import GoalNotUnderstoodError, InvalidCursorError, NotResumableError, UnknownAgentError
-from sitekit.pages import console_page
+from sitekit.api import CURSOR
+from sitekit.console_errors import refusal_or_raise
+from sitekit.errors import InvalidCursorError
+from sitekit.pages import console_page, flash_refusal
 from tenants.models import Role
 from tenants.selectors import allows, tenant_ids
 
 PAGE_SIZE = 50
-SEARCH_MAX = 200
 TIMELINE_LIMIT = 200
 ACTIVE = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 """Statuses that can change without anyone on this page doing something (it updates live)."""
@@ -66,24 +67,17 @@ class ListFilters:
 
     @classmethod
     def read(cls, data: Mapping[str, str]) -> ListFilters:
-        q = " ".join((data.get("q") or "").split())[:SEARCH_MAX]
         cursor = data.get("cursor") or ""
-        return cls(
-            status=_choice(data.get("status"), [s.value for s in RunStatus]),
-            agent=_choice(data.get("agent"), agent_names()),
-            stop_reason=_choice(data.get("stop_reason"), [r.value for r in StopReason]),
-            q=q,
-            cursor=cursor if re.fullmatch(CURSOR, cursor) else "",
-        )
+        return cls(**RUN_LIST.parse(data), cursor=cursor if re.fullmatch(CURSOR, cursor) else "")
+
+    @property
+    def chosen(self) -> dict[str, str]:
+        """The filters by name, as :data:`runs.selectors.RUN_LIST` takes them ("" is none)."""
+        return {"status": self.status, "agent": self.agent, "stop_reason": self.stop_reason, "q": self.q}
 
     def query(self, *, cursor: str | None = None) -> str:
         """The filters as a query string (and a page's cursor, if given)."""
-        fields = {"status": self.status, "agent": self.agent, "stop_reason": self.stop_reason, "q": self.q}
-        return urlencode({k: v for k, v in {**fields, "cursor": cursor or ""}.items() if v})
-
-
-def _choice(value: str | None, allowed: list[str]) -> str:
-    return value if value in allowed else ""
+        return urlencode({k: v for k, v in {**self.chosen, "cursor": cursor or ""}.items() if v})
 
 
 def _since_json(ids: list[str]) -> str:
@@ -99,30 +93,23 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
     filters = ListFilters.read(request.GET)
     ids = tenant_ids(request)
     since_json = _since_json(ids)
-    runs = runs_for(
-        tenant_ids=ids,
-        status=filters.status or None,
-        agent=filters.agent or None,
-        stop_reason=filters.stop_reason or None,
-        q=filters.q or None,
-    )
     try:
-        page, next_cursor = keyset_page(
-            runs, field="created_at", cursor=filters.cursor or None, limit=PAGE_SIZE
+        page = run_page(
+            tenant_ids=ids, filters=filters.chosen, cursor=filters.cursor or None, limit=PAGE_SIZE
         )
     except InvalidCursorError:
-        page, next_cursor = keyset_page(runs, field="created_at", cursor=None, limit=PAGE_SIZE)
+        page = run_page(tenant_ids=ids, filters=filters.chosen, cursor=None, limit=PAGE_SIZE)
         filters = replace(filters, cursor="")
     agents = agent_names()
     starters = [t for t in ids if allows(request, t, Role.APPROVER)]
     start = start or (StartForm.blank(agents=agents) if starters else None)
     return {
         "since_json": since_json,
-        "summaries": run_summaries(page),
+        "summaries": run_summaries(page.rows),
         "filters": filters,
         "query": filters.query(),
         "rows_query": filters.query(cursor=filters.cursor),
-        "next_query": filters.query(cursor=next_cursor) if next_cursor else "",
+        "next_query": filters.query(cursor=page.next_cursor) if page.next_cursor else "",
         "statuses": [s.value for s in RunStatus],
         "agents": agents,
         "reasons": [r.value for r in StopReason],
@@ -184,16 +171,11 @@ def run_start_view(request: HttpRequest) -> HttpResponse:
             run_id=form.request.run_id,
             limits=form.limits(),
         )
-    except UnknownAgentError:
-        form.errors["agent"] = "Choose one of the registered agents."
-        return _start_again(request, form)
-    except GoalNotUnderstoodError as exc:
-        form.errors["goal"] = f"{exc.message.rstrip('.')}: {exc.detail}." if exc.detail else exc.message
-        return _start_again(request, form)
-    except RunExistsError:
-        form.errors["run_id"] = "This form already started another run: check it and submit again."
-        form.again()
-        return _start_again(request, form, status=409)
+    except KeelgateError as exc:
+        told = refusal_or_raise(exc)
+        form.refused(exc, told.text)
+        # A whole page, not a card: what the person must correct is 422, as the form's own checks.
+        return _start_again(request, form, status=422 if told.status == 400 else told.status)
     if created:
         messages.success(request, f"Started run {run.run_id}: a worker will pick it up.")
     else:
@@ -363,10 +345,8 @@ def run_resume_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
         return HttpResponseRedirect(back, status=303)
     try:
         run_resume(tenant_id=run.tenant_id, run_id=run.run_id, user=request.user, limits=limits)
-    except NotResumableError:
-        messages.warning(
-            request, f"Not resumed: the run is {run.status}, and only a stopped run can be resumed."
-        )
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
         return HttpResponseRedirect(back, status=303)
     shown = ", ".join(f"{k}={v}" for k, v in limits.items()) or "no limits"
     messages.success(request, f"Resumed with {shown}: a worker will pick the run up.")

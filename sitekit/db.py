@@ -24,68 +24,6 @@ def unique_or_none(queryset: QuerySet[Model, _M]) -> _M | None:
     return next(iter(queryset.order_by()[:1]), None)
 
 
-def keyset_values(
-    model: type[Model],
-    columns: tuple[str, ...],
-    filters: dict[str, Any],
-    *,
-    field: str,
-    after: tuple[datetime.datetime, int] | None,
-    limit: int,
-) -> list[dict[str, Any]]:
-    """What ``model.objects.filter(**filters).order_by(f"-{field}", "-id").values(*columns)``
-    gives (``after`` continuing a keyset page, ``limit`` rows), from a statement built once
-    per shape.
-
-    ``filters`` holds ``name: value`` (equal) and ``name__in: values`` (one of). For the
-    hottest list of the API: building and compiling the queryset, and Django's row
-    iteration, were about four fifths of reading a page of 50 runs (1.9 of 2.4 ms).
-    """
-    names = tuple(filters)
-    sizes = tuple(len(v) if name.endswith("__in") else None for name, v in filters.items())
-    if 0 in sizes:
-        return []  # ``IN ()``: the ORM answers nothing without asking
-    sql = _keyset_sql(connection.vendor, model, columns, names, sizes, field, after is not None)
-    params: list[Any] = []
-    for name, value in filters.items():
-        target = _field(model, name.removesuffix("__in"))
-        for v in value if name.endswith("__in") else [value]:
-            params.append(target.get_db_prep_value(v, connection))
-    if after is not None:
-        at = _field(model, field).get_db_prep_value(after[0], connection)
-        params += [at, at, at, after[1]]
-    params.append(limit)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return converted_rows(model, columns, rows)
-
-
-@functools.cache
-def _keyset_sql(
-    vendor: str,
-    model: type[Model],
-    columns: tuple[str, ...],
-    names: tuple[str, ...],
-    sizes: tuple[int | None, ...],
-    field: str,
-    after: bool,
-) -> str:
-    qn = connection.ops.quote_name
-    conditions = []
-    for name, size in zip(names, sizes, strict=True):
-        column = quoted_column(model, name.removesuffix("__in"))
-        conditions.append(f"{column} = %s" if size is None else f"{column} IN ({', '.join(['%s'] * size)})")
-    at, pk = quoted_column(model, field), quoted_column(model, "pk")
-    if after:  # the first condition is implied by the second; it lets the index start at the cursor
-        conditions.append(f"{at} <= %s AND ({at} < %s OR ({at} = %s AND {pk} < %s))")
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    return (
-        f"SELECT {', '.join(quoted_column(model, c) for c in columns)} FROM {qn(model._meta.db_table)}"
-        f"{where} ORDER BY {at} DESC, {pk} DESC LIMIT %s"
-    )
-
-
 def select_columns(model: type[Model]) -> str:
     """The model's columns, qualified by its table, in the order :func:`model_from_row` reads them."""
     qn = connection.ops.quote_name

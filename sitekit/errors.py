@@ -2,7 +2,8 @@
 
 Every class has a stable ``code``, fixed wording and the HTTP status the API and the
 console answer with (``http_status``, in brackets; inherited along the tree), so the
-API's one exception handler reads the status off the error and needs no table.
+API's one exception handler reads the status off the error and needs no table. What the
+console says of an error to a person at a card is :mod:`sitekit.console_errors`.
 
 ::
 
@@ -27,14 +28,17 @@ API's one exception handler reads the status off the error and needs no table.
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
     └── keelgate.errors.RunError [409]
-        └── NotResumableError          not_resumable
+        ├── NotResumableError          not_resumable
+        └── keelgate.errors.AlreadyDecidedError
+            └── ApprovalWithdrawnError approval_withdrawn  the run was cancelled while it waited
 """
 
 from __future__ import annotations
 
-from keelgate.errors import ConfigurationError, KeelgateError, RunError
+from keelgate.errors import AlreadyDecidedError, ConfigurationError, KeelgateError, RunError
 
 __all__ = [
+    "ApprovalWithdrawnError",
     "AuthRateLimitedError",
     "BulkNotAllowedError",
     "CsrfFailedError",
@@ -207,3 +211,10 @@ class NotResumableError(RunError):
 
     code = "not_resumable"
     message = "Only a stopped run can be resumed."
+
+
+class ApprovalWithdrawnError(AlreadyDecidedError):
+    """The run was cancelled while the approval waited: nobody decides it; ``detail`` names who cancelled."""
+
+    code = "approval_withdrawn"
+    message = "The run was cancelled while this approval waited: it was withdrawn."

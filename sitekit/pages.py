@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
@@ -17,9 +18,10 @@ from django.shortcuts import render, resolve_url
 from django.utils.cache import patch_cache_control
 
 from keelgate.errors import KeelgateError
+from sitekit.console_errors import refusal_or_raise
 from sitekit.errors import ForbiddenError, NotFoundError
 
-__all__ = ["CONTENT_SECURITY_POLICY", "console_page", "hardened"]
+__all__ = ["CONTENT_SECURITY_POLICY", "console_page", "flash_refusal", "hardened"]
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -89,3 +91,13 @@ def hardened(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpRespons
         return _harden(view(request, *args, **kwargs))
 
     return wrapper
+
+
+def flash_refusal(request: HttpRequest, exc: KeelgateError) -> None:
+    """Flash ``exc`` in the console's words (:mod:`sitekit.console_errors`) for the next page.
+
+    For a view that answers with a redirect back to the page it was posted from (a run's
+    cancel and resume); not found and forbidden are re-raised for ``console_page``.
+    """
+    told = refusal_or_raise(exc)
+    getattr(messages, told.level)(request, told.text)

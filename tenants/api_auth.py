@@ -7,7 +7,7 @@ in their only tenant when they belong to just one.
 
 A verified key is remembered in the process for ``KEELGATE_API_KEY_CACHE_SECONDS``
 (default 5; 0 turns it off), so a client's requests cost no database lookup for the
-key: that lookup was a third of ``GET /api/v1/runs``'s CPU (bench 6). The price, and the
+key, a large share of ``GET /api/v1/runs``'s CPU (docs/performance.md#api-key-cache). The price, and the
 bound: a key revoked, a member removed or a user deactivated keeps authenticating in a
 process that has just seen the key for at most that long. Changes made through the ORM
 (``save``, ``delete``, ``api_key_revoke``) of a key, a membership or a user empty this

@@ -79,25 +79,3 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"kg_{self.prefix}_… ({self.name or self.user})"
-
-
-class ApiIdempotencyKey(models.Model):
-    """One ``Idempotency-Key`` header of ``POST /runs``: in progress, or done with its run.
-
-    Scoped to a tenant and a user, as Stripe scopes keys to an account. ``fingerprint``
-    is a hash of the request, so the same key with another body is refused.
-    """
-
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64)
-    run_id = models.CharField(max_length=128, blank=True)
-    created_at = models.DateTimeField()
-    completed_at = models.DateTimeField(null=True, blank=True)
-    """Null while the first request is still in progress."""
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["tenant", "user", "key"], name="api_idempotency_key_unique")
-        ]

@@ -67,7 +67,7 @@ def _redis(slot: str) -> tuple[Any, str] | None:
 
     Django's caches are per thread, and Daphne runs each request in a thread of its own:
     through ``cache`` every request would build the backend again and open a new
-    connection to Redis (bench 6: about 4 ms of server CPU per API request). The backend
+    connection to Redis, a large share of an API request (docs/performance.md#redis-client). The backend
     kept here is shared by every thread (redis-py's connection pool is thread-safe).
     """
     config = settings.CACHES["default"]

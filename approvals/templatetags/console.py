@@ -7,11 +7,9 @@ escapes them like any other value.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from django import template
-from django.urls import NoReverseMatch, reverse
 
 from approvals.selectors import inbox_counts
 from keelgate.errors import message_for
@@ -61,17 +59,6 @@ def percent(used: Any, limit: Any) -> int:
     return max(0, min(100, round(100 * used_f / limit_f)))
 
 
-@register.filter
-def run_url(tenant_id: str, run_id: Any) -> str:
-    """The run page's URL, or "" when ``run_id`` (read from an audit body) is not a run id."""
-    if not isinstance(run_id, str) or not run_id or len(run_id) > 128:
-        return ""
-    try:
-        return reverse("run", args=[tenant_id, run_id])
-    except NoReverseMatch:
-        return ""
-
-
 @register.simple_tag(takes_context=True)
 def nav_counts(context: template.Context) -> dict[str, int]:
     """How many approvals and unknown outcomes wait in the user's tenants.
@@ -92,29 +79,3 @@ def nav_counts(context: template.Context) -> dict[str, int]:
 def query_with(view: Any, **changes: Any) -> str:
     """The view's query string with ``changes`` applied (None removes a key); escaped by the template."""
     return str(view.query(**{k: (str(v) if v is not None else None) for k, v in changes.items()}))
-
-
-@register.filter
-def event_words(event: Any) -> str:
-    """What an approval's deadline did, from its audit event, in words; "" for other kinds."""
-    body = getattr(event, "body", None)
-    if not isinstance(body, dict):
-        return ""
-    kind, tool = getattr(event, "kind", ""), str(body.get("tool", "the call"))
-    when = _utc(body.get("expires_at"))
-    if kind == "approval.expiring":
-        then = f"then to {body['escalates_to']}s" if body.get("escalates_to") else "then denied"
-        return f"Warned: {tool} expires at {when}, {then}."
-    if kind == "approval.escalated":
-        return f"Deadline passed: {tool} escalated to {body.get('escalated_to')}s, who have until {when}."
-    if kind == "approval.expired":
-        return f"Deadline passed: {tool} denied (fail closed)."
-    return ""
-
-
-def _utc(value: Any) -> str:
-    """An ISO timestamp from an audit body as "2026-01-01 09:30 UTC" (as is, if it is not one)."""
-    try:
-        return datetime.fromisoformat(str(value)).strftime("%Y-%m-%d %H:%M UTC")
-    except ValueError:
-        return str(value)

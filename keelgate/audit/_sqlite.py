@@ -113,8 +113,9 @@ class SqliteAuditLog:
         """The tenant's rows exactly as stored, oldest first, fetched page by page.
 
         :func:`~keelgate.audit.verify` hashes this text directly: rebuilding an event
-        from each row costs several times the hashing. Pages and order are those of
-        :meth:`events`, and the lock is likewise never held while the caller works.
+        from each row costs more than the hashing (docs/performance.md#audit-verify).
+        Pages and order are those of :meth:`events`, and the lock is likewise never held
+        while the caller works.
         """
         cursor_seq: Any = after_seq
         while True:

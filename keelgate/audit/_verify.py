@@ -4,7 +4,7 @@ Verification recomputes every hash from the event's fields with a prebuilt encod
 instead of validating models, because it runs over whole histories (millions of
 events) and its cost is almost all hashing and encoding. A store that keeps the
 canonical text itself is verified from that text (:func:`verify_rows`): rebuilding
-events from it would cost several times the hashing.
+events from it would cost more than the hashing (docs/performance.md#audit-verify).
 """
 
 from __future__ import annotations

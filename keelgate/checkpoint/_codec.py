@@ -39,9 +39,9 @@ KEYFRAME_EVERY = 16
 _MEMO_RUNS = 512
 """Runs whose last text a codec remembers (a worker moves on; the oldest are forgotten)."""
 
-_LEVEL = 6  # zlib's default: level 1 stores a tenth more here for a few microseconds less
+_LEVEL = 6  # zlib's default: level 1 stores more, saves little time (docs/performance.md#checkpoint-deltas)
 _MEM_LEVEL = 5
-"""A 16 kB hash table instead of 128 kB: as small here (texts of kilobytes), cheaper to set up."""
+"""A smaller hash table than zlib's default: as small here (texts of kilobytes), cheaper to set up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +168,9 @@ def _deflate(raw: bytes, base: bytes | None) -> bytes:
 
     The window is the smallest that still reaches back over the base and the text (at
     most zlib's 32 kB): deflate's state is four times its window plus the hash table,
-    and the default 256 kB, allocated and zeroed afresh at every save, cost more than
-    the compression itself. Any zlib inflater reads a smaller window.
+    and the default state, allocated and zeroed afresh at every save, cost more than
+    the compression itself (docs/performance.md#checkpoint-deltas). Any zlib inflater
+    reads a smaller window.
     """
     if base is None:
         deflater = zlib.compressobj(_LEVEL, zlib.DEFLATED, _window(len(raw)), _MEM_LEVEL)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import cast
 
+from keelgate._extras import load_extra
 from keelgate.checkpoint._protocol import CheckpointStore
 from keelgate.checkpoint._sqlite import SqliteCheckpointStore
 
 __all__ = ["default_checkpointer"]
-
-# Imported by name so that the core never imports LangGraph (and mypy never needs it).
-_LANGGRAPH_MODULE = "keelgate.contrib.langgraph"
 
 
 def default_checkpointer(path: str | Path = ":memory:") -> CheckpointStore:
@@ -21,10 +18,7 @@ def default_checkpointer(path: str | Path = ":memory:") -> CheckpointStore:
     The choice depends on what is installed, so pass an explicit store anywhere the two
     must agree (say, a web process and a worker sharing one file).
     """
-    try:
-        module = importlib.import_module(_LANGGRAPH_MODULE)
-    except ImportError:
-        # The extra is absent: keelgate.contrib.langgraph, or langgraph under it.
+    store_class = load_extra("langgraph.checkpointer")  # keelgate.contrib.langgraph's store
+    if store_class is None:  # the extra is absent: keelgate.contrib.langgraph, or langgraph under it
         return SqliteCheckpointStore(path)
-    store_class = module.LangGraphCheckpointStore
     return cast(CheckpointStore, store_class.sqlite(path))

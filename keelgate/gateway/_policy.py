@@ -37,10 +37,6 @@ class Grants:
         tools = self._grants.get(agent_id, frozenset())
         return tool_name in tools or "*" in tools
 
-    def tools_for(self, agent_id: str) -> frozenset[str]:
-        """The tool names granted to ``agent_id`` (may contain ``"*"``)."""
-        return self._grants.get(agent_id, frozenset())
-
 
 @dataclass(frozen=True)
 class ApprovalRequirement:

@@ -5,6 +5,12 @@ and saves a newer checkpoint; the run then continues on its next resume. Because
 save refuses a stale sequence, two people deciding at once cannot both win: the second
 gets :class:`~keelgate.errors.StaleCheckpointError` or sees the first decision.
 
+The decisions are a collaborator of :class:`~keelgate.loop.Loop`, not a base of it: the
+loop holds a :class:`Decisions`, hands it the few operations of its own a decision needs
+(:class:`RunRecord`) and delegates its public decision methods to it. Three are used by
+the loop's own drive too: :meth:`Decisions.escalate_if_due`,
+:meth:`Decisions.recheck_unknown` and :meth:`Decisions.confirm`.
+
 Expiry is decided here too: a deadline denies the call (fail closed) or, if its policy
 says so, escalates it once to a named role with a new deadline; a warning is due before
 each deadline. An expiry writes its audit event *before* the checkpoint that records it:
@@ -19,6 +25,7 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, Protocol, TypeVar, runtime_checkable
 
@@ -51,12 +58,10 @@ from keelgate.gateway import SideEffect
 from keelgate.idempotency import KeyStatus
 
 if TYPE_CHECKING:
-    from keelgate.clock import Clock
     from keelgate.commits import CommitGroup
-    from keelgate.gateway import Gateway
-    from keelgate.loop._failpoints import Failpoints
+    from keelgate.loop._loop import Loop
 
-__all__ = ["DecisionsMixin", "ExpiryResult", "OutcomeConfirmer"]
+__all__ = ["Decisions", "ExpiryResult", "OutcomeConfirmer", "RunRecord"]
 
 ExpiryResult = Literal["escalated", "expired"]
 """What :meth:`~keelgate.loop.Loop.expire` did: handed the call to its escalation role,
@@ -83,6 +88,31 @@ class OutcomeConfirmer(Protocol):
         ...
 
 
+class _Save(Protocol):
+    def __call__(self, state: LoopState, *, active: bool = True) -> None: ...
+
+
+class _Audit(Protocol):
+    def __call__(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """How a decision reads and writes its run: operations of the loop, handed over by it.
+
+    ``load`` the latest state (RunNotFoundError without one); ``save`` a newer
+    checkpoint (``active=False`` for a decision taken while the run is stopped: that
+    time is not the run's); ``audit`` one event of the run; ``grouped`` a block whose
+    writes commit together; ``key`` the idempotency key of a call the run plans.
+    """
+
+    load: Callable[[str, str], LoopState]
+    save: _Save
+    audit: _Audit
+    grouped: Callable[[], AbstractContextManager[CommitGroup]]
+    key: Callable[[LoopState, str, dict[str, Any]], str]
+
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -92,37 +122,25 @@ def _one_commit(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def decided(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        self = args[0]
-        assert isinstance(self, DecisionsMixin)
-        with self._grouped():
+        decisions = args[0]
+        assert isinstance(decisions, Decisions)
+        with decisions.record.grouped():
             return method(*args, **kwargs)
 
     return decided
 
 
-class DecisionsMixin:
-    """Approve, deny and reconcile, for :class:`~keelgate.loop.Loop`."""
+class Decisions:
+    """Approve, deny, cancel, reconcile and expire, for one :class:`~keelgate.loop.Loop`.
 
-    clock: Clock
-    gateway: Gateway
-    confirmer: OutcomeConfirmer | None
-    failpoints: Failpoints
+    ``loop`` is read for its settings at each decision (its clock, gateway, confirmer,
+    failpoints and commit group, which a host may replace), ``record`` for its run.
+    The behaviour of each public method is documented on the Loop method of that name.
+    """
 
-    @property
-    def commit_group(self) -> CommitGroup:
-        raise NotImplementedError
-
-    def _grouped(self) -> AbstractContextManager[CommitGroup]:
-        raise NotImplementedError
-
-    def _load(self, tenant_id: str, run_id: str) -> LoopState:
-        raise NotImplementedError
-
-    def _save(self, state: LoopState, *, active: bool = True) -> None:
-        raise NotImplementedError
-
-    def _audit(self, state: LoopState, kind: str, actor: str | None = None, **body: Any) -> None:
-        raise NotImplementedError
+    def __init__(self, loop: Loop, record: RunRecord) -> None:
+        self.loop = loop
+        self.record = record
 
     @_one_commit
     def approve(
@@ -138,25 +156,7 @@ class DecisionsMixin:
         confirmed: bool = False,
         roles: Collection[str] | None = None,
     ) -> LoopState:
-        """Record one person's approval; the call runs on resume once enough people agree.
-
-        Synchronous, like :meth:`deny` and :meth:`reconcile_now`: a decision is one
-        load, one change and one save, and web handlers call it inside their own
-        database transaction.
-
-        ``seen`` is the ``canonical_sha256`` of the arguments the person was shown: if the
-        call has others, :class:`~keelgate.errors.ApprovalStaleError` and nothing changes.
-        With ``arguments`` that differ from the proposal, the person approves an edited
-        call instead (:meth:`_approve_edited`); arguments that change nothing are a
-        plain approval. A high-impact call (the policy's mark, for the proposal or the
-        edit) is approved only with ``confirmed``; otherwise ConfirmationRequiredError.
-
-        ``roles`` are the roles the person holds, each one their role includes (the host
-        knows its roles; the engine does not rank them). An approval its deadline
-        escalated counts only from someone holding the escalation role:
-        ApprovalEscalatedError otherwise, also when the deadline passes with this very
-        call (the escalation is then saved, the approval not).
-        """
+        """One person's approval: :meth:`Loop.approve <keelgate.loop.Loop.approve>`."""
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None  # _awaiting guarantees it
@@ -173,11 +173,13 @@ class DecisionsMixin:
         if approval.high_impact and not confirmed:
             raise ConfirmationRequiredError(action_id)
         approval.arguments_hash = approval.arguments_hash or current
-        approval.approvals.append(ApprovalVote(by=by, at=self.clock.now(), note=note, arguments_hash=current))
+        approval.approvals.append(
+            ApprovalVote(by=by, at=self.loop.clock.now(), note=note, arguments_hash=current)
+        )
         if approval.granted:
-            action.outcome = ActionOutcome(status=ActionStatus.PENDING, at=self.clock.now())
-        self._save(state, active=False)
-        self._audit(
+            action.outcome = ActionOutcome(status=ActionStatus.PENDING, at=self.loop.clock.now())
+        self.record.save(state, active=False)
+        self.record.audit(
             state,
             "approval.decided",
             actor=by,
@@ -192,7 +194,7 @@ class DecisionsMixin:
 
     def _validated_edit(self, action: PlannedAction, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
         """The edited arguments if valid and different from the proposal; None if the same."""
-        tool = self.gateway.tool(action.tool)
+        tool = self.loop.gateway.tool(action.tool)
         if tool is None:
             raise EditInvalidError("the tool is not registered")
         try:
@@ -232,7 +234,7 @@ class DecisionsMixin:
         impact, high = self._assess(state, action, edited)
         if (high or approval.high_impact) and not confirmed:
             raise ConfirmationRequiredError(action.action_id)
-        now = self.clock.now()
+        now = self.loop.clock.now()
         edits = sum(1 for a in state.actions if a.action_id.startswith(f"{action.action_id}.e"))
         new_id = f"{action.action_id}.e{edits + 1}"
         reason = f"edited by {by}: {new_id} replaces it"
@@ -247,7 +249,7 @@ class DecisionsMixin:
             iteration=action.iteration,
             tool=action.tool,
             arguments=edited,
-            idempotency_key=self._key(state, action.tool, edited),
+            idempotency_key=self.record.key(state, action.tool, edited),
             rationale=f"edited by {by} from {action.action_id}",
             side_effect=action.side_effect,
             outcome=ActionOutcome(status=ActionStatus.AWAITING_APPROVAL, at=now),
@@ -273,11 +275,11 @@ class DecisionsMixin:
         if replacement.approval is not None and replacement.approval.granted:
             replacement.outcome = ActionOutcome(status=ActionStatus.PENDING, at=now)
         state.actions.insert(state.actions.index(action) + 1, replacement)
-        self._save(state, active=False)
+        self.record.save(state, active=False)
         changed = sorted(
             k for k in set(edited) | set(action.arguments) if edited.get(k) != action.arguments.get(k)
         )
-        self._audit(
+        self.record.audit(
             state,
             "approval.edited",
             actor=by,
@@ -293,10 +295,12 @@ class DecisionsMixin:
 
     def _assess(self, state: LoopState, action: PlannedAction, edited: dict[str, Any]) -> tuple[str, bool]:
         """The edited call's plain-words line and high-impact mark, as the gateway would give them."""
-        tool = self.gateway.tool(action.tool)
+        tool = self.loop.gateway.tool(action.tool)
         assert tool is not None  # _validated_edit checked it
         model = tool.arguments.model_validate(edited)
-        requirement = self.gateway.policy.requirement(agent_id=state.agent_id, tool=tool, arguments=model)
+        requirement = self.loop.gateway.policy.requirement(
+            agent_id=state.agent_id, tool=tool, arguments=model
+        )
         observations = tuple(
             a.outcome.output
             for a in state.actions
@@ -304,24 +308,15 @@ class DecisionsMixin:
         )
         return tool.impact(model, observations), bool(requirement and requirement.high_impact)
 
-    def _key(self, state: LoopState, tool: str, arguments: dict[str, Any]) -> str:
-        raise NotImplementedError
-
     @_one_commit
     def cancel(self, tenant_id: str, run_id: str, *, by: str, note: str = "") -> LoopState:
-        """Cancel a run that no loop is driving now: it stops for good, its approvals withdrawn.
-
-        A call that waits for approval is withdrawn (it never runs); an unknown outcome
-        stays for a person to settle, since it may have happened. Cancelling a cancelled
-        run changes nothing; a finished one is RunFinishedError. A run being driven is
-        cancelled by its host instead, through ``should_stop`` (``StopReason.CANCELLED``).
-        """
-        state = self._load(tenant_id, run_id)
+        """A person's cancel: :meth:`Loop.cancel <keelgate.loop.Loop.cancel>`."""
+        state = self.record.load(tenant_id, run_id)
         if state.stop_reason is StopReason.CANCELLED:
             return state
         if state.phase is Phase.DONE:
             raise RunFinishedError(run_id)
-        now = self.clock.now()
+        now = self.loop.clock.now()
         withdrawn = []
         for action in state.actions:
             approval = action.approval
@@ -340,8 +335,8 @@ class DecisionsMixin:
                 )
                 withdrawn.append(action.action_id)
         state.stop_reason = StopReason.CANCELLED
-        self._save(state, active=False)
-        self._audit(state, "run.cancelled", actor=by, note=note, withdrawn=withdrawn)
+        self.record.save(state, active=False)
+        self.record.audit(state, "run.cancelled", actor=by, note=note, withdrawn=withdrawn)
         return state
 
     @_one_commit
@@ -355,24 +350,20 @@ class DecisionsMixin:
         note: str,
         roles: Collection[str] | None = None,
     ) -> LoopState:
-        """Deny the call; the planner sees the denial and ``note`` on the next step.
-
-        ``roles`` as for :meth:`approve`: an escalated approval is denied only by its
-        escalation role.
-        """
+        """One person's denial: :meth:`Loop.deny <keelgate.loop.Loop.deny>`."""
         if not note.strip():
             raise NoteRequiredError()
         state, action = self._awaiting(tenant_id, run_id, action_id)
         approval = action.approval
         assert approval is not None
         _check_role(approval, roles)
-        now = self.clock.now()
+        now = self.loop.clock.now()
         approval.denied_by, approval.denied_at, approval.note = by, now, note
         action.outcome = ActionOutcome(
             status=ActionStatus.DENIED, code="approval_denied", detail=note, settled_by=by, at=now
         )
-        self._save(state, active=False)
-        self._audit(
+        self.record.save(state, active=False)
+        self.record.audit(
             state,
             "approval.decided",
             actor=by,
@@ -382,31 +373,6 @@ class DecisionsMixin:
             note=note,
         )
         return state
-
-    async def reconcile(
-        self,
-        tenant_id: str,
-        run_id: str,
-        action_id: str,
-        *,
-        executed: bool,
-        by: str,
-        note: str = "",
-        result: Mapping[str, Any] | None = None,
-    ) -> LoopState:
-        """A human settles an action whose outcome was unknown.
-
-        ``executed=True`` records it as done; ``executed=False`` abandons it. Either way
-        the action is never run again. If it must be attempted afresh, plan a new action
-        with a new idempotency key.
-
-        ``result`` (a JSON object, executed only) is what the person found downstream,
-        for example ``{"order_id": "PB-000001"}``: the planner sees it as the call's
-        untrusted output. Without one it is told the result was not recorded.
-        """
-        return self.reconcile_now(
-            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
-        )
 
     @_one_commit
     def reconcile_now(
@@ -420,9 +386,9 @@ class DecisionsMixin:
         note: str = "",
         result: Mapping[str, Any] | None = None,
     ) -> LoopState:
-        """:meth:`reconcile`, synchronously (for callers inside a database transaction)."""
+        """A person settling an unknown outcome: :meth:`keelgate.loop.Loop.reconcile_now`."""
         output = _result_text(executed, result)
-        state = self._load(tenant_id, run_id)
+        state = self.record.load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
             raise ActionNotFoundError(action_id)
@@ -434,56 +400,40 @@ class DecisionsMixin:
         if running_until is not None:
             raise CallMayBeRunningError(running_until.isoformat())
         self._settle(state, action, executed=executed, by=by, source="human", note=note, output=output)
-        self._save(state, active=False)
+        self.record.save(state, active=False)
         return state
 
     # -- used by the loop -------------------------------------------------------
 
     @_one_commit
     def expire(self, tenant_id: str, run_id: str, action_id: str) -> ExpiryResult | None:
-        """Apply a deadline that passed: escalate the call once if its policy says so, else deny it.
-
-        ``"escalated"``: it waits for the escalation role with a new deadline
-        (``approval.escalated``, by ``expiry``); ``"expired"``: denied, fail closed
-        (``approval.expired``). None when there is nothing to do: not yet due, or decided.
-        """
-        state = self._load(tenant_id, run_id)
+        """A deadline that passed: :meth:`Loop.expire <keelgate.loop.Loop.expire>`."""
+        state = self.record.load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
             raise ActionNotFoundError(action_id)
         approval = action.approval
         if approval is None or action.status is not ActionStatus.AWAITING_APPROVAL:
             return None
-        due = approval.expiry_due(self.clock.now())
+        due = approval.expiry_due(self.loop.clock.now())
         if due == "escalate":
-            self._escalate_if_due(state, action)
-            self._save(state, active=False)
+            self.escalate_if_due(state, action)
+            self.record.save(state, active=False)
             return "escalated"
         if due == "deny":
             self._deny_expired(state, action)
             return "expired"
         return None
 
-    def expire_approval(self, tenant_id: str, run_id: str, action_id: str) -> bool:
-        """:meth:`expire`, True only if the call was denied now (an escalation is False)."""
-        return self.expire(tenant_id, run_id, action_id) == "expired"
-
     @_one_commit
     def warn_expiring(self, tenant_id: str, run_id: str, action_id: str) -> bool:
-        """Give the warning that a deadline is near, once per approval and deadline. True if given now.
-
-        Due ``warn_before`` ahead of each deadline of an open approval (so an escalated
-        one is warned again before its new deadline). Appends ``approval.expiring`` by
-        ``expiry`` with ``action_id``, ``tool``, ``expires_at`` and, if the deadline
-        escalates, ``escalates_to``; the checkpoint then records the warning. Late (the
-        deadline already passed) there is nothing to warn of: :meth:`expire` applies it.
-        """
-        state = self._load(tenant_id, run_id)
+        """A deadline that is near: :meth:`Loop.warn_expiring <keelgate.loop.Loop.warn_expiring>`."""
+        state = self.record.load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
             raise ActionNotFoundError(action_id)
         approval = action.approval
-        now = self.clock.now()
+        now = self.loop.clock.now()
         if approval is None or action.status is not ActionStatus.AWAITING_APPROVAL:
             return False
         if not approval.warning_due(now):
@@ -496,26 +446,26 @@ class DecisionsMixin:
         }
         if approval.escalates_to is not None:
             body["escalates_to"] = approval.escalates_to
-        self._audit(state, "approval.expiring", actor=EXPIRY_ACTOR, **body)
-        self.failpoints.hit("after_warning_audit")
+        self.record.audit(state, "approval.expiring", actor=EXPIRY_ACTOR, **body)
+        self.loop.failpoints.hit("after_warning_audit")
         approval.warned_at, approval.warned_for = now, approval.expires_at
-        self._save(state, active=False)
+        self.record.save(state, active=False)
         return True
 
-    def _escalate_if_due(self, state: LoopState, action: PlannedAction) -> bool:
+    def escalate_if_due(self, state: LoopState, action: PlannedAction) -> bool:
         """Escalate an open approval whose deadline passed, if its policy says so. True if now.
 
         Audited first (``approval.escalated``: the role, the new deadline and the one
         that passed), then changed in ``state``; the caller saves it.
         """
         approval = action.approval
-        now = self.clock.now()
+        now = self.loop.clock.now()
         if approval is None or approval.expiry_due(now) != "escalate":
             return False
         role, length, passed = approval.escalates_to, approval.escalate_after, approval.expires_at
         assert role is not None and length is not None and passed is not None  # expiry_due checked
         deadline = now + length
-        self._audit(
+        self.record.audit(
             state,
             "approval.escalated",
             actor=EXPIRY_ACTOR,
@@ -525,7 +475,7 @@ class DecisionsMixin:
             expires_at=deadline.isoformat(),
             previous_expires_at=passed.isoformat(),
         )
-        self.failpoints.hit("after_escalation_audit")
+        self.loop.failpoints.hit("after_escalation_audit")
         approval.escalated_to, approval.escalated_at, approval.expires_at = role, now, deadline
         return True
 
@@ -533,14 +483,14 @@ class DecisionsMixin:
         """Deny the call whose deadline passed (fail closed), saved and audited."""
         approval = action.approval
         assert approval is not None
-        now = self.clock.now()
-        self._audit(state, "approval.expired", action_id=action.action_id, tool=action.tool)
+        now = self.loop.clock.now()
+        self.record.audit(state, "approval.expired", action_id=action.action_id, tool=action.tool)
         approval.expired = True
         action.outcome = ActionOutcome(status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now)
-        self._save(state, active=False)
+        self.record.save(state, active=False)
 
     def _awaiting(self, tenant_id: str, run_id: str, action_id: str) -> tuple[LoopState, PlannedAction]:
-        state = self._load(tenant_id, run_id)
+        state = self.record.load(tenant_id, run_id)
         action = state.action(action_id)
         if action is None:
             raise ActionNotFoundError(action_id)
@@ -554,10 +504,10 @@ class DecisionsMixin:
         if approval.expired:
             raise ApprovalExpiredError(action_id)
         if action.status is ActionStatus.AWAITING_APPROVAL:
-            due = approval.expiry_due(self.clock.now())
+            due = approval.expiry_due(self.loop.clock.now())
             if due == "escalate":  # the deadline passed just now: saved, whatever the caller does
-                self._escalate_if_due(state, action)
-                self._save(state, active=False)
+                self.escalate_if_due(state, action)
+                self.record.save(state, active=False)
             elif due == "deny":
                 self._deny_expired(state, action)
                 raise ApprovalExpiredError(action_id)
@@ -565,9 +515,9 @@ class DecisionsMixin:
             raise ApprovalError(action_id)
         return state, action
 
-    async def _recheck_unknown(self, state: LoopState, action: PlannedAction) -> bool:
+    async def recheck_unknown(self, state: LoopState, action: PlannedAction) -> bool:
         """On resume: the key store's record first, then the confirmer. True when settled."""
-        record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+        record = self.loop.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
         if record is not None and record.status is KeyStatus.COMPLETED:
             stored = (
                 ActionOutcome.model_validate_json(record.outcome)
@@ -575,7 +525,7 @@ class DecisionsMixin:
                 else ActionOutcome(status=ActionStatus.DONE, settled_by=record.settled_by)
             )
             action.outcome = stored.model_copy(update={"replayed": True})
-            self._save(state)
+            self.record.save(state)
             tracing.unknown_wait(
                 state, action, since=record.claimed_at, verdict="executed", source="key_store"
             )
@@ -584,12 +534,12 @@ class DecisionsMixin:
             action.outcome = ActionOutcome(
                 status=ActionStatus.ABANDONED, settled_by=record.settled_by, at=record.completed_at
             )
-            self._save(state)
+            self.record.save(state)
             tracing.unknown_wait(
                 state, action, since=record.claimed_at, verdict="not_executed", source="key_store"
             )
             return True
-        return await self._confirm(state, action, save=True)
+        return await self.confirm(state, action, save=True)
 
     def _may_be_running(self, state: LoopState, action: PlannedAction) -> datetime | None:
         """Until when the call may still be running elsewhere, or None if it surely ended.
@@ -601,20 +551,20 @@ class DecisionsMixin:
         """
         if action.outcome.code == "outcome_unknown" and action.outcome.detail not in ("in_flight", ""):
             return None  # the gateway saw the tool raise: it returned, with an exception
-        record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+        record = self.loop.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
         if record is None or record.status is not KeyStatus.IN_FLIGHT:
             return None
-        if record.lease_expires_at > self.clock.now():
+        if record.lease_expires_at > self.loop.clock.now():
             return record.lease_expires_at
         return None
 
-    async def _confirm(self, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
+    async def confirm(self, state: LoopState, action: PlannedAction, *, save: bool) -> bool:
         """Ask the confirmer; only a definite True or False settles the action."""
-        if self.confirmer is None or self._may_be_running(state, action) is not None:
+        if self.loop.confirmer is None or self._may_be_running(state, action) is not None:
             return False
-        self.commit_group.barrier()  # the confirmer is outside
+        self.loop.commit_group.barrier()  # the confirmer is outside
         try:
-            answer: Any = self.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)
+            answer: Any = self.loop.confirmer.confirm(action, tenant_id=state.tenant_id, run_id=state.run_id)
             if inspect.isawaitable(answer):
                 answer = await answer
         except Exception:  # an unsure confirmer leaves the decision to a person
@@ -628,12 +578,12 @@ class DecisionsMixin:
             answer = True
         if answer is not True and answer is not False:
             return False
-        name = getattr(self.confirmer, "name", type(self.confirmer).__name__)
+        name = getattr(self.loop.confirmer, "name", type(self.loop.confirmer).__name__)
         self._settle(
             state, action, executed=answer, by=f"confirmer:{name}", source="confirmer", output=output
         )
         if save:
-            self._save(state)
+            self.record.save(state)
         return True
 
     def _settle(
@@ -651,14 +601,14 @@ class DecisionsMixin:
 
         ``output`` is the downstream record the settler found (JSON text), or None.
         """
-        now = self.clock.now()
+        now = self.loop.clock.now()
         status = ActionStatus.DONE if executed else ActionStatus.ABANDONED
         outcome = ActionOutcome(status=status, detail=note, output=output, settled_by=by, at=now)
         verdict = "executed" if executed else "not_executed"
         since = None  # when the call was claimed: the unknown outcome's wait began then
         if action.side_effect is not SideEffect.READ:
             try:
-                since = self.gateway.idempotency.settle(
+                since = self.loop.gateway.idempotency.settle(
                     state.tenant_id,
                     action.idempotency_key,
                     executed=executed,
@@ -667,14 +617,14 @@ class DecisionsMixin:
                     now=now,
                 ).claimed_at
             except KeyNotOwnedError:
-                record = self.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
+                record = self.loop.gateway.idempotency.get(state.tenant_id, action.idempotency_key)
                 since = record.claimed_at if record is not None else None
                 if record is not None and record.status is KeyStatus.COMPLETED and record.outcome:
                     # The call did return after all: its durable record outranks a guess.
                     outcome = ActionOutcome.model_validate_json(record.outcome)
                     source, verdict = "idempotency_store", "executed"
         action.outcome = outcome
-        self._audit(
+        self.record.audit(
             state,
             "loop.reconciled",
             actor=by,

@@ -1,14 +1,17 @@
 """Model-backed planner and verifier, importable without the ``openai`` extra.
 
-The classes here are thin: each builds its implementation from ``keelgate.contrib.openai``
-when it is instantiated, so ``import keelgate.loop`` never imports ``openai`` and a
-missing extra is reported as a configuration error at the point of use.
+The classes here are thin: each builds its implementation when it is instantiated, from
+what the ``openai`` extra provides (``keelgate.contrib.openai``'s classes, found by entry
+point: ``keelgate._extras``). The core imports no contrib module, ``import keelgate.loop``
+never imports ``openai``, and a missing extra is a configuration error at the point of
+use. What an implementation must do is :class:`ModelPlanner` and :class:`ModelVerifier`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from keelgate._extras import load_extra
 from keelgate.errors import ConfigurationError
 from keelgate.loop._planner import ModelUsage, Plan, PlanRequest
 from keelgate.loop._verifier import Verdict, VerifyRequest
@@ -18,22 +21,48 @@ __all__ = ["LLMPlanner", "LLMVerifier"]
 _MISSING = "install keelgate[openai]"
 
 
-class _ModelPlanner(Protocol):
-    async def plan(self, request: PlanRequest) -> Plan: ...
+class ModelPlanner(Protocol):
+    """What :class:`LLMPlanner` delegates to: one model call per plan, and its prompt's size.
 
-    def estimate_tokens(self, request: PlanRequest) -> int: ...
+    Built as ``implementation(model=, base_url=, api_key=, **options)``. ``plan`` raises
+    :class:`~keelgate.errors.PlannerError` (fixed wording) for every way the call fails.
+    """
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        """Ask the model once for the next step."""
+        ...
+
+    def estimate_tokens(self, request: PlanRequest) -> int:
+        """The size of the prompt as it will be sent."""
+        ...
 
 
-class _ModelVerifier(Protocol):
+class ModelVerifier(Protocol):
+    """What :class:`LLMVerifier` delegates to: one model call per verdict, and their usage.
+
+    Built like :class:`ModelPlanner`. ``verify`` never raises for a bad answer: it is a
+    REJECT flagged ``verifier_unparseable``.
+    """
+
     usage: list[ModelUsage]
 
-    async def verify(self, request: VerifyRequest) -> Verdict: ...
+    async def verify(self, request: VerifyRequest) -> Verdict:
+        """Ask the model once and read its verdict."""
+        ...
+
+
+def _implementation(name: str) -> Any:
+    """The class the ``openai`` extra provides as ``name``; ConfigurationError without it."""
+    found = load_extra(name)
+    if found is None:
+        raise ConfigurationError(_MISSING)
+    return found
 
 
 class LLMPlanner:
     """Plans by function calling: tool calls are actions, plain text is a final answer.
 
-    Uses :class:`keelgate.contrib.openai.OpenAIPlanner` against any OpenAI-compatible
+    Uses ``keelgate.contrib.openai.OpenAIPlanner`` against any OpenAI-compatible
     endpoint; ``model``, ``base_url`` and ``api_key`` default to ``KEELGATE_MODEL``,
     ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``, and ``options`` (``max_tokens``,
     ``timeout``, ``max_retries``, ``client``, ...) go to it unchanged. Prices are not
@@ -54,11 +83,8 @@ class LLMPlanner:
         api_key: str | None = None,
         **options: Any,
     ) -> None:
-        try:
-            from keelgate.contrib.openai import OpenAIPlanner
-        except ImportError as exc:
-            raise ConfigurationError(_MISSING) from exc
-        self.impl: _ModelPlanner = OpenAIPlanner(model=model, base_url=base_url, api_key=api_key, **options)
+        implementation = _implementation("openai.planner")
+        self.impl: ModelPlanner = implementation(model=model, base_url=base_url, api_key=api_key, **options)
 
     def estimate_tokens(self, request: PlanRequest) -> int:
         """The size of the prompt as it will be sent, for the pre-call budget check."""
@@ -72,7 +98,7 @@ class LLMPlanner:
 class LLMVerifier:
     """Asks a model for a JSON verdict. Anything it cannot parse is a rejection.
 
-    Uses :class:`keelgate.contrib.openai.OpenAIVerifier`, configured like
+    Uses ``keelgate.contrib.openai.OpenAIVerifier``, configured like
     :class:`LLMPlanner`. The model answers ``{"decision": "accept" | "revise" |
     "reject", "reasons": [...], "flags": [...]}``; any other reply, a refusal or a
     failed call is a REJECT flagged ``verifier_unparseable``. Its verdict steers the
@@ -92,11 +118,8 @@ class LLMVerifier:
         api_key: str | None = None,
         **options: Any,
     ) -> None:
-        try:
-            from keelgate.contrib.openai import OpenAIVerifier
-        except ImportError as exc:
-            raise ConfigurationError(_MISSING) from exc
-        self.impl: _ModelVerifier = OpenAIVerifier(model=model, base_url=base_url, api_key=api_key, **options)
+        implementation = _implementation("openai.verifier")
+        self.impl: ModelVerifier = implementation(model=model, base_url=base_url, api_key=api_key, **options)
 
     async def verify(self, request: VerifyRequest) -> Verdict:
         """Ask the model once and read its verdict."""

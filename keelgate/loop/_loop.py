@@ -5,7 +5,9 @@ checkpoint with a newer sequence number, then moves on; a resume simply continue
 phase the last checkpoint names. Planned actions are saved before any of them runs
 (write-ahead), so a resume re-submits them and never asks the planner again, and
 side-effecting calls go through the idempotency store, so a completed one is replayed,
-never re-run. Human decisions (approve, deny, reconcile) live in ``_decisions.py``.
+never re-run. Human decisions (approve, deny, cancel, reconcile, expiry) are the work of
+a collaborator the loop holds, :class:`~keelgate.loop._decisions.Decisions`; the loop's
+public methods of those names delegate to it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import inspect
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -41,7 +43,7 @@ from keelgate.gateway._gateway import CallContext
 from keelgate.idempotency import KeyStatus, derive_key
 from keelgate.loop._budget import ModelPrice, StopConditions, cost_of, limit_reached, precall_stop
 from keelgate.loop._context import ContextItem, ContextSource, build_messages
-from keelgate.loop._decisions import DecisionsMixin, OutcomeConfirmer
+from keelgate.loop._decisions import Decisions, ExpiryResult, OutcomeConfirmer, RunRecord
 from keelgate.loop._failpoints import Failpoints
 from keelgate.loop._planner import Plan, Planner, PlanRequest
 from keelgate.loop._result import LoopResult, is_resumable
@@ -63,7 +65,7 @@ DEFAULT_STOP = StopConditions(max_iterations=20)
 _WAITING = (ActionStatus.PENDING, ActionStatus.AWAITING_APPROVAL, ActionStatus.UNKNOWN)
 
 
-class Loop(DecisionsMixin):
+class Loop:
     """The durable agent loop: plan, act, observe, verify, then revise or stop.
 
     Checkpoints every step, honours the stop conditions, and resumes without
@@ -115,6 +117,10 @@ class Loop(DecisionsMixin):
         self._tick_at = 0.0
         self._group_of: tuple[tuple[int, ...], CommitGroup] | None = None
         self._audit_of: tuple[AuditLog, Callable[..., Any]] | None = None
+        record = RunRecord(
+            load=self._load, save=self._save, audit=self._audit, grouped=self._grouped, key=self._key
+        )
+        self._decisions = Decisions(self, record)
 
     @property
     def commit_group(self) -> CommitGroup:
@@ -264,6 +270,141 @@ class Loop(DecisionsMixin):
             stop=stop,
         )
 
+    # -- decisions, taken outside the drive (the work is in _decisions.py) -----
+
+    def approve(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        by: str,
+        note: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        seen: str | None = None,
+        confirmed: bool = False,
+        roles: Collection[str] | None = None,
+    ) -> LoopState:
+        """Record one person's approval; the call runs on resume once enough people agree.
+
+        Synchronous, like :meth:`deny` and :meth:`reconcile_now`: a decision is one
+        load, one change and one save, and web handlers call it inside their own
+        database transaction.
+
+        ``seen`` is the ``canonical_sha256`` of the arguments the person was shown: if the
+        call has others, :class:`~keelgate.errors.ApprovalStaleError` and nothing changes.
+        With ``arguments`` that differ from the proposal, the person approves an edited
+        call instead: the proposal is denied as edited and the edited call, a new action
+        with its own key, is approved by them; arguments that change nothing are a plain
+        approval. A high-impact call (the policy's mark, for the proposal or the
+        edit) is approved only with ``confirmed``; otherwise ConfirmationRequiredError.
+
+        ``roles`` are the roles the person holds, each one their role includes (the host
+        knows its roles; the engine does not rank them). An approval its deadline
+        escalated counts only from someone holding the escalation role:
+        ApprovalEscalatedError otherwise, also when the deadline passes with this very
+        call (the escalation is then saved, the approval not).
+        """
+        return self._decisions.approve(
+            tenant_id,
+            run_id,
+            action_id,
+            by=by,
+            note=note,
+            arguments=arguments,
+            seen=seen,
+            confirmed=confirmed,
+            roles=roles,
+        )
+
+    def deny(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        by: str,
+        note: str,
+        roles: Collection[str] | None = None,
+    ) -> LoopState:
+        """Deny the call; the planner sees the denial and ``note`` on the next step.
+
+        ``roles`` as for :meth:`approve`: an escalated approval is denied only by its
+        escalation role.
+        """
+        return self._decisions.deny(tenant_id, run_id, action_id, by=by, note=note, roles=roles)
+
+    def cancel(self, tenant_id: str, run_id: str, *, by: str, note: str = "") -> LoopState:
+        """Cancel a run that no loop is driving now: it stops for good, its approvals withdrawn.
+
+        A call that waits for approval is withdrawn (it never runs); an unknown outcome
+        stays for a person to settle, since it may have happened. Cancelling a cancelled
+        run changes nothing; a finished one is RunFinishedError. A run being driven is
+        cancelled by its host instead, through ``should_stop`` (``StopReason.CANCELLED``).
+        """
+        return self._decisions.cancel(tenant_id, run_id, by=by, note=note)
+
+    async def reconcile(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        executed: bool,
+        by: str,
+        note: str = "",
+        result: Mapping[str, Any] | None = None,
+    ) -> LoopState:
+        """A human settles an action whose outcome was unknown.
+
+        ``executed=True`` records it as done; ``executed=False`` abandons it. Either way
+        the action is never run again. If it must be attempted afresh, plan a new action
+        with a new idempotency key.
+
+        ``result`` (a JSON object, executed only) is what the person found downstream,
+        for example ``{"order_id": "PB-000001"}``: the planner sees it as the call's
+        untrusted output. Without one it is told the result was not recorded.
+        """
+        return self._decisions.reconcile_now(
+            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
+        )
+
+    def reconcile_now(
+        self,
+        tenant_id: str,
+        run_id: str,
+        action_id: str,
+        *,
+        executed: bool,
+        by: str,
+        note: str = "",
+        result: Mapping[str, Any] | None = None,
+    ) -> LoopState:
+        """:meth:`reconcile`, synchronously (for callers inside a database transaction)."""
+        return self._decisions.reconcile_now(
+            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
+        )
+
+    def expire(self, tenant_id: str, run_id: str, action_id: str) -> ExpiryResult | None:
+        """Apply a deadline that passed: escalate the call once if its policy says so, else deny it.
+
+        ``"escalated"``: it waits for the escalation role with a new deadline
+        (``approval.escalated``, by ``expiry``); ``"expired"``: denied, fail closed
+        (``approval.expired``). None when there is nothing to do: not yet due, or decided.
+        """
+        return self._decisions.expire(tenant_id, run_id, action_id)
+
+    def warn_expiring(self, tenant_id: str, run_id: str, action_id: str) -> bool:
+        """Give the warning that a deadline is near, once per approval and deadline. True if given now.
+
+        Due ``warn_before`` ahead of each deadline of an open approval (so an escalated
+        one is warned again before its new deadline). Appends ``approval.expiring`` by
+        ``expiry`` with ``action_id``, ``tool``, ``expires_at`` and, if the deadline
+        escalates, ``escalates_to``; the checkpoint then records the warning. Late (the
+        deadline already passed) there is nothing to warn of: :meth:`expire` applies it.
+        """
+        return self._decisions.warn_expiring(tenant_id, run_id, action_id)
+
     # -- the state machine -----------------------------------------------------
 
     async def _drive(self, state: LoopState, stop: StopConditions) -> LoopResult:
@@ -378,14 +519,14 @@ class Loop(DecisionsMixin):
                 return await self._stop(state, reason)
             self.failpoints.hit("before_action")
             if action.status is ActionStatus.UNKNOWN:
-                settled = await self._recheck_unknown(state, action)
+                settled = await self._decisions.recheck_unknown(state, action)
                 if not settled:
                     return await self._stop(state, StopReason.OUTCOME_UNKNOWN)
                 continue
             if action.status is ActionStatus.AWAITING_APPROVAL:
                 # A deadline that passed while nobody looked escalates here, if its policy
                 # says so; otherwise the gateway denies the call (fail closed).
-                self._escalate_if_due(state, action)
+                self._decisions.escalate_if_due(state, action)
             seen = tuple(
                 a.outcome.output
                 for a in state.current_actions
@@ -398,7 +539,7 @@ class Loop(DecisionsMixin):
             action.outcome = result.outcome
             action.approval = result.approval
             if action.outcome.status is ActionStatus.UNKNOWN:
-                await self._confirm(state, action, save=False)
+                await self._decisions.confirm(state, action, save=False)
             self._save(state)
             self.failpoints.hit("after_action_checkpoint")
             if action.outcome.status is ActionStatus.UNKNOWN:

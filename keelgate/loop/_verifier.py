@@ -171,13 +171,18 @@ def _numbers(text: str) -> set[str]:
 class GroundedAnswerVerifier:
     """A deterministic verifier: is the final answer supported by what the tools returned?
 
-    Grounded figures: every number in the answer (other than a small whole number such
-    as "3") must appear in the goal or in a tool observation. Honest claims: if
-    ``write_tools`` is given and the answer says something was bought, sold, placed or
-    executed (and does not say it did not), at least one of those tools must have
-    actually completed; and an answer that says it was *not* while one of them did
-    complete is the opposite lie, refused too. It cannot judge meaning, so it is a floor
-    under a model-based verifier, not a replacement. It never authorises anything.
+    Two rules, both cheap and both explainable:
+
+    - **Grounded figures.** Every number in the answer (other than a small whole number
+      such as "3") must appear in the goal or in a tool observation. A fabricated or
+      transposed price has nowhere to come from.
+    - **Honest claims.** If ``write_tools`` is given and the answer says something was
+      bought, sold, placed or executed (and does not say it did not), at least one of
+      those tools must have actually completed; and an answer that says it was *not*
+      while one of them did complete is the opposite lie, refused too.
+
+    It cannot judge meaning, so it is a floor under a model-based verifier, not a
+    replacement. It never authorises anything: only the gateway does that.
     """
 
     def __init__(self, *, write_tools: Iterable[str] = (), small_number: int = 10) -> None:

@@ -1,11 +1,10 @@
-"""Webhooks per tenant, following the Standard Webhooks specification.
+"""Webhooks per tenant, following the Standard Webhooks specification: one channel on the shared engine.
 
 One concept per module, each using only those listed after it (import-linter checks):
 
-- ``delivery``: claim what is due, send it, record the attempt, retry with backoff
-  (``deliver_due`` is what ``keelgate_notify`` calls each pass).
-- ``services``: register an endpoint (its secret shown once).
-- ``outbox``: the audit chain read past each endpoint's cursor into deliveries.
+- ``channel``: :class:`WebhookChannel`: which events, to which endpoints, each a signed POST
+  with a fixed id and body (``deliver_due`` is one pass of it).
+- ``services``: register an endpoint (its secret shown once, its cursor at the chain's head).
 - ``selectors``: reads, for payloads (a call's arguments) and for the console page.
 - ``events``: which audit events become which webhook events, and what they say.
 - ``transport``: one POST to a vetted address within a hard deadline.
@@ -13,6 +12,12 @@ One concept per module, each using only those listed after it (import-linter che
 - ``signing``: ``whsec_`` secrets and the ``webhook-*`` headers.
 """
 
-from notifications.webhooks.delivery import deliver_due
+from notifications.passes import run_pass
+from notifications.webhooks.channel import WebhookChannel
 
-__all__ = ["deliver_due"]
+__all__ = ["WebhookChannel", "deliver_due"]
+
+
+def deliver_due() -> int:
+    """One pass of the webhook channel: record what the chain owes, send what is due; the number delivered."""
+    return run_pass(WebhookChannel())

@@ -3,7 +3,7 @@
 The audit chain records everything; a receiver wants to hear when something waits for
 a person or has settled. Each mapped event names its tenant, run, action and tool and
 links to the run's console page. It never carries the call's arguments: the payload
-builder (:mod:`notifications.webhooks.outbox`) adds them only for an endpoint whose
+builder (:func:`notifications.webhooks.channel.webhook_payload`) adds them only for an endpoint whose
 tenant opted in.
 
 =====================  =============================================================
@@ -36,6 +36,21 @@ EVENT_TYPES = (
     "run.finished",
 )
 """Every type a webhook may carry; an endpoint's filter names some of these (none: all)."""
+
+AUDIT_KINDS = frozenset(
+    {
+        "approval.requested",
+        "approval.expiring",
+        "approval.decided",
+        "approval.edited",
+        "approval.expired",
+        "approval.escalated",
+        "gateway.call",
+        "loop.reconciled",
+        "run.status",
+    }
+)
+"""The audit kinds :func:`webhook_event` may map: the only ones the channel reads from the chain."""
 
 FINISHED_STATUSES = {"done": False, "cancelled": False, "stopped": True}
 """A run's final statuses and whether a person may still resume it (a budget stop or an error)."""

@@ -8,9 +8,10 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from audit.wiring import audit_log
+from notifications.channel import Subscription
+from notifications.cursors import cursor_open
 from notifications.models import WebhookEndpoint
 from notifications.webhooks.events import EVENT_TYPES
-from notifications.webhooks.outbox import cursor_start
 from notifications.webhooks.signing import new_secret
 from notifications.webhooks.targets import check_url
 from tenants.models import Tenant
@@ -54,7 +55,8 @@ def webhook_endpoint_register(
             include_arguments=include_arguments,
             description=description[:200],
         )
-        cursor = cursor_start(endpoint)
+        # At the chain's head: the receiver hears of events from now on, not the tenant's past.
+        cursor = cursor_open("webhooks", Subscription(str(endpoint.pk), tenant.slug, from_head=True))
         audit_log().append(
             tenant.slug,
             actor=actor,

@@ -9,7 +9,8 @@ the dead one left in flight becomes an unknown outcome for a person.
 The engine is async and the ORM is sync. A worker drives its runs one at a time on one
 event loop of its own (an ``asyncio.Runner``, so one context and one database
 connection for all of them: a fresh ``asyncio.run`` per run opened a new connection
-each time, a third of a short run's cost), and nothing else shares that loop, so the
+each time, a large share of a short run's cost, docs/performance.md#worker-runner), and
+nothing else shares that loop, so the
 worker process sets ``DJANGO_ALLOW_ASYNC_UNSAFE``: the ORM calls made from inside the
 loop are sequential, which is exactly what Django's guard protects. A connection that
 saw an error is dropped before the next run, so a killed backend costs one run a retry.
@@ -485,13 +486,3 @@ class _Renewer:
 
 def _kv(fields: dict[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in fields.items())
-
-
-def wait_until_idle(timeout: float = 30.0) -> bool:
-    """True once no run is queued or running (for tests and demos)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not Run.objects.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING]).exists():
-            return True
-        time.sleep(0.05)
-    return False

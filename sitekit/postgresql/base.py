@@ -2,8 +2,8 @@
 
 Django's pool checks each connection it lends with an empty query
 (``ConnectionPool.check_connection``, when ``CONN_HEALTH_CHECKS`` is on): one more round
-trip for every request, as many as a ``GET /api/v1/runs`` makes for its page (bench 6:
-one Daphne went from about 165 to 180 req/s without it). A connection the server closed
+trip for every request, as many as a ``GET /api/v1/runs`` makes for its page
+(docs/performance.md#pool-check). A connection the server closed
 while it sat in the pool (a restart, a failover, ``pg_terminate_backend``) has something
 to read, the server's goodbye or the end of the stream, so :func:`check_pooled` looks
 at the socket first: quiet, the connection is lent as it is; readable, it gets the

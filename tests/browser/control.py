@@ -21,7 +21,7 @@ def main() -> None:
     import django
 
     django.setup()
-    handlers = {**_handlers(), **_inbox_handlers()}
+    handlers = {**_handlers(), **_inbox_handlers(), **_audit_handlers()}
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -280,6 +280,30 @@ def _inbox_handlers() -> dict[str, Any]:
         return audit_log().append("acme", actor="test", kind="test.touch", body={"run_id": run_id}).seq
 
     return {"many_approvals": many_approvals, "drop_approvals": drop_approvals, "touch_run": touch_run}
+
+
+def _audit_handlers() -> dict[str, Any]:
+    def every_kind(password: str) -> dict[str, Any]:
+        """Tenant ``kinds`` with its own viewer ``kit``, and one event of every kind in its chain.
+
+        A tenant of its own: the other tests' people and chains stay as they were.
+        """
+        from django.contrib.auth import get_user_model
+
+        from audit.selectors import audit_heads
+        from tenants.models import Membership, Role, Tenant
+        from tests.site.audit.every_kind import append_every_kind
+
+        tenant, _ = Tenant.objects.get_or_create(slug="kinds", defaults={"name": "Kinds"})
+        kit, _ = get_user_model().objects.get_or_create(username="kit")
+        kit.set_password(password)
+        kit.save()
+        Membership.objects.update_or_create(user=kit, tenant=tenant, defaults={"role": Role.VIEWER})
+        if audit_heads(["kinds"])["kinds"] == 0:
+            append_every_kind("kinds", empty_too=True)
+        return {"head": audit_heads(["kinds"])["kinds"]}
+
+    return {"every_kind": every_kind}
 
 
 if __name__ == "__main__":

@@ -122,8 +122,8 @@ class Topology:
         self.web: list[Process] = []
         for n in (1, 2):
             port = _free_port()
-            argv = [python, "-m", "daphne", "--proxy-headers", "-b", "127.0.0.1", "-p", str(port)]
-            argv.append("keelgate_site.asgi:application")
+            argv = [python, "-m", "keelgate_site.web_process", "--proxy-headers", "-b", "127.0.0.1"]
+            argv += ["-p", str(port), "keelgate_site.asgi:application"]
             web_env = {**env, "KEELGATE_DB_POOL": "8"}  # the web unit's Environment= line
             self.web.append(Process(f"daphne-{n}", argv, web_env, home, url=f"http://127.0.0.1:{port}"))
         self.workers = [

@@ -308,3 +308,18 @@ async def test_re_planning_a_planned_call_asks_the_key_store(world, monkeypatch)
     assert reads == [first.idempotency_key]
     assert second.idempotency_key == first.idempotency_key and second.outcome.replayed
     assert w.ledger.count() == 1
+
+
+def test_the_decisions_are_a_collaborator_the_loop_holds_not_a_base_with_stubs():
+    """Loop derives from nothing; each decision is its own method; _decisions.py stubs nothing of it."""
+    import inspect
+    from pathlib import Path
+
+    from keelgate.loop import Loop
+
+    assert Loop.__bases__ == (object,)
+    for name in ("approve", "deny", "cancel", "reconcile", "reconcile_now", "expire", "warn_expiring"):
+        assert name in Loop.__dict__, name
+        assert "self._decisions." in inspect.getsource(Loop.__dict__[name]), name
+    source = (Path(inspect.getfile(Loop)).parent / "_decisions.py").read_text(encoding="utf-8")
+    assert "NotImplementedError" not in source

@@ -18,7 +18,7 @@ STATEMENT = re.compile(r"^\s*(SELECT|INSERT INTO|UPDATE|DELETE FROM|WITH)\s|\bFO
 ELSEWHERE = {
     "approvals/outbox.py": "the live push's tailer reads the chain on an async connection of its own",
     "runs/agents/brokerage.py": "the demo agent's downstream ledger, a SQLite file of its own",
-    "sitekit/db.py": "the keyset page of the runs list (keyset_values), built once per shape",
+    "sitekit/keyset_sql.py": "the keyset page of the hottest lists, built once per shape",
 }
 """Modules with statements of their own that are not a store's fast path, and why."""
 

@@ -39,8 +39,11 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
         Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": Role.ADMIN})
-        if password:
-            self.stdout.write(f"login: operator / {password}")
+        if options["password"]:
+            # The caller knows it; echoed, it would land in keelgate_serve's output and logs.
+            self.stdout.write("login: operator (the password given)")
+        elif password:
+            self.stdout.write(f"login: operator / {password}")  # generated: printed once, or nobody knows it
         else:
             self.stdout.write("login: operator (password unchanged)")
         if Run.objects.filter(tenant_id="demo").exists():

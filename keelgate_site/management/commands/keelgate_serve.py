@@ -8,7 +8,7 @@ and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on C
 command binds and hands to each (Daphne's ``--fd``), each taking one new connection per
 turn of its event loop (``keelgate_site.web_process``), so a burst is shared between them.
 One Daphne runs Django's sync views on one thread under one GIL, so a process uses
-about one core: N processes use N (bench 6 measures 1 against 2).
+about one core: N processes use N (docs/performance.md#api).
 Several processes need ``REDIS_URL`` (one channel layer and one rate-limit count).
 """
 
@@ -61,7 +61,7 @@ class Command(BaseCommand):
     help = "Migrate, create the demo, and run Daphne plus a worker until Ctrl-C."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--port", type=int, default=8000, help="the port Daphne listens on")
         parser.add_argument("--bind", default="127.0.0.1", help="the address Daphne listens on")
         parser.add_argument("--password", help="the demo operator's password")
         parser.add_argument(
@@ -83,7 +83,7 @@ class Command(BaseCommand):
         # guard (see runs/engine/worker.py); the web server must keep it.
         web_env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
         if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-            # Daphne opens a connection per request otherwise (docs/deploy.md, bench 6).
+            # Daphne opens a connection per request otherwise (docs/performance.md#pool-check).
             web_env.setdefault("KEELGATE_DB_POOL", WEB_POOL_SIZE)
         processes = options["web_processes"]
         if processes < 1:

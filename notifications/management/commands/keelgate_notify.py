@@ -1,8 +1,10 @@
-"""``manage.py keelgate_notify``: deliver webhooks and email until stopped.
+"""``manage.py keelgate_notify``: run every registered notification channel until stopped.
 
-Each pass reads the audit chain past each receiver's cursor and delivers what is due
-(retries included). Safe to run several, and safe to SIGKILL: a cursor only moves
-after what it passed was recorded as delivered or scheduled for retry.
+Each pass runs each channel of ``KEELGATE_NOTIFICATION_CHANNELS`` (webhooks and email
+by default) once: it reads the audit chain past each subscriber's cursor and delivers
+what is due (retries included). Safe to run several, and safe to SIGKILL: a cursor
+only moves with the deliveries for what it passed, and a claim of a sender that died
+lapses and is sent again.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from notifications import emails, webhooks
+from notifications.passes import notify_all
 
 
 class Command(BaseCommand):
-    help = "Deliver webhooks and email about what waits for a person, until Ctrl-C."
+    help = (
+        "Deliver webhooks and email (every registered channel) about what waits for a person, until Ctrl-C."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
@@ -33,7 +37,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         while not stopping:
-            sent = webhooks.deliver_due() + emails.send_due()
+            sent = notify_all()
             if sent and options["verbosity"] > 0:
                 self.stdout.write(f"delivered {sent}")
             if options["once"]:

@@ -30,8 +30,16 @@ class Command(BaseCommand):
     help = "Remove old checkpoints of finished runs, keeping the last N of each (audit events are kept)."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--finished-before", required=True, type=_when, metavar="DATE")
-        parser.add_argument("--keep-last", type=int, default=1, metavar="N")
+        parser.add_argument(
+            "--finished-before",
+            required=True,
+            type=_when,
+            metavar="DATE",
+            help="runs finished before this date (midnight UTC) or ISO time",
+        )
+        parser.add_argument(
+            "--keep-last", type=int, default=1, metavar="N", help="checkpoints kept per run, the newest"
+        )
         parser.add_argument(
             "--dry-run", action="store_true", help="print what would be removed, remove nothing"
         )

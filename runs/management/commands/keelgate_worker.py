@@ -20,8 +20,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--concurrency", type=int, default=1, help="runs driven at once (threads)")
         parser.add_argument("--once", action="store_true", help="exit when nothing is runnable")
-        parser.add_argument("--lease-seconds", type=float, default=settings.KEELGATE_LEASE_SECONDS)
-        parser.add_argument("--poll-seconds", type=float, default=0.5)
+        parser.add_argument(
+            "--lease-seconds",
+            type=float,
+            default=settings.KEELGATE_LEASE_SECONDS,
+            help="a run this worker stops renewing is taken over after this (KEELGATE_LEASE_SECONDS)",
+        )
+        parser.add_argument(
+            "--poll-seconds", type=float, default=0.5, help="seconds between looks when nothing is runnable"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("keelgate").setLevel(logging.INFO)

@@ -15,9 +15,11 @@ class Command(BaseCommand):
     help = "Show the paper brokerage's ledger: one entry per idempotency key, executions and replays."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="the ledger as JSON")
         parser.add_argument("--mode", choices=["normal", "hang", "fail"], help="make the brokerage misbehave")
-        parser.add_argument("--hang-seconds", type=float, default=3600.0)
+        parser.add_argument(
+            "--hang-seconds", type=float, default=3600.0, help="how long an order hangs in mode hang"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         brokerage = PaperBrokerage()

@@ -16,9 +16,11 @@ class Command(BaseCommand):
     help = "Create an operator if missing and set their role in a tenant."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("username")
-        parser.add_argument("--tenant", required=True)
-        parser.add_argument("--role", required=True, choices=[r.value for r in Role])
+        parser.add_argument("username", help="the login name; the user is created if missing")
+        parser.add_argument("--tenant", required=True, help="tenant slug")
+        parser.add_argument(
+            "--role", required=True, choices=[r.value for r in Role], help="the role in that tenant"
+        )
         parser.add_argument("--password", help="set this password (generated and printed for a new user)")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -14,7 +14,7 @@ class Command(BaseCommand):
     help = "Create a tenant (slug NAME) if it does not exist."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("name")
+        parser.add_argument("name", help="the tenant's slug")
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant(slug=options["name"], name=options["name"])

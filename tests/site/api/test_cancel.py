@@ -115,3 +115,45 @@ def test_cancel_from_the_run_page(client, keys, pending):
     assert "Cancelled: the run will not continue" in response.content.decode()
     assert Run.objects.get(run_id="r1").status == RunStatus.CANCELLED
     assert "Cancel run" not in browser.get("/runs/t1/r1/").content.decode()
+
+
+def test_the_run_pages_cancel_of_a_finished_run_says_so_in_the_consoles_words(client, pending):
+    """The console's wording of run_finished, as a warning back on the run page; the run stays done."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    drain()
+    browser = Client()
+    browser.force_login(get_user_model().objects.get(username="op"))
+    response = browser.post("/runs/t1/r1/cancel/", {"note": ""}, follow=True)
+    assert response.redirect_chain == [("/runs/t1/r1/", 303)]
+    assert "Not cancelled: the run has already finished." in response.content.decode()
+    assert Run.objects.get(run_id="r1").status == RunStatus.DONE
+
+
+def test_deciding_a_withdrawn_approval_says_the_run_was_cancelled_and_by_whom(client, pending):
+    """After op cancelled the run, approve is 409 approval_withdrawn naming op; the card says withdrawn.
+
+    Not "already settled by op": op cancelled the run, nobody decided the call.
+    """
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    assert client.post("/runs/r1/cancel", {"note": "wrong account"}).status_code == 200
+    late = client.post(f"/approvals/{pending.pk}/approve")
+    assert late.status_code == 409
+    assert late.json() == {
+        "code": "approval_withdrawn",
+        "detail": "The run was cancelled while this approval waited: it was withdrawn. (op)",
+    }
+    browser = Client()
+    browser.force_login(get_user_model().objects.get(username="op"))
+    card = browser.post(f"/approvals/{pending.pk}/approve/", {"note": "ok"}, HTTP_HX_REQUEST="true")
+    html = card.content.decode()
+    assert card.status_code == 409
+    assert "Withdrawn: op cancelled the run while this waited, so nobody decides it." in html
+    assert "settled by" not in html
+    plain = browser.post(f"/approvals/{pending.pk}/deny/", {"note": "no"}, follow=True)
+    assert "Withdrawn: op cancelled the run while this waited" in plain.content.decode()
+    assert Approval.objects.get(pk=pending.pk).status == ApprovalStatus.WITHDRAWN

@@ -124,7 +124,7 @@ def test_an_unexpected_exception_is_a_logged_500_with_fixed_wording(client, monk
     def boom(**kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("runs.api.run_filters", boom)
+    monkeypatch.setattr("runs.api.run_rows_page", boom)
     body = assert_error(client.get("/runs"), 500, "internal_error")
     assert "secret" not in body["detail"]
     assert any("secret internals" in str(r.exc_info) for r in caplog.records if r.exc_info)

@@ -12,10 +12,9 @@ import threading
 
 from django.db import connection
 
-import runs.api
+import runs.idempotency_keys
 from audit.models import AuditEvent
-from runs.models import Run
-from tenants.models import ApiIdempotencyKey
+from runs.models import ApiIdempotencyKey, Run
 
 START = {"agent": "paper-trader", "goal": "buy 10 ACME"}
 
@@ -48,14 +47,14 @@ def test_the_same_key_with_another_body_is_422(client):
 def test_a_twin_of_a_request_still_in_progress_is_409(client, monkeypatch):
     """While the first request is inside run_start its twin is 409 idempotency_key_in_progress; one run."""
     entered, release = threading.Event(), threading.Event()
-    real_start = runs.api.run_start
+    real_start = runs.idempotency_keys.run_start
 
     def slow_start(**kwargs):
         entered.set()
         assert release.wait(timeout=30)
         return real_start(**kwargs)
 
-    monkeypatch.setattr(runs.api, "run_start", slow_start)
+    monkeypatch.setattr(runs.idempotency_keys, "run_start", slow_start)
     outcome: dict[str, int] = {}
 
     def first() -> None:
@@ -91,9 +90,8 @@ def test_a_first_request_that_died_mid_way_is_taken_over(client, keys):
     client.post("/runs", START, **{"Idempotency-Key": "k-dead"})
     row = ApiIdempotencyKey.objects.get(key="k-dead")
     Run.objects.all().delete()
-    ApiIdempotencyKey.objects.filter(pk=row.pk).update(
-        completed_at=None, run_id="", created_at=row.created_at - runs.api.IN_PROGRESS_TIMEOUT * 2
-    )
+    died_at = row.created_at - runs.idempotency_keys.IN_PROGRESS_TIMEOUT * 2
+    ApiIdempotencyKey.objects.filter(pk=row.pk).update(completed_at=None, run_id="", created_at=died_at)
     retried = client.post("/runs", START, **{"Idempotency-Key": "k-dead"})
     assert retried.status_code == 201 and Run.objects.count() == 1
 

@@ -1,5 +1,6 @@
-"""The API's run list is read by a statement written by hand (``sitekit.db.keyset_values``):
-page for page, cursor for cursor, it must give what the ORM queryset of ``runs_for`` gives.
+"""The API's run list is read by a statement written by hand (``sitekit.keyset_sql``, through
+``run_rows_page``): page for page, cursor for cursor, it must give what the ORM queryset of
+``runs_for`` gives, paged by the same listing.
 
 Runs of two tenants, several statuses, agents and stop reasons, and groups of runs
 created at the very same instant (the cursor's tie on ``created_at`` is broken by id).
@@ -16,8 +17,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runs.models import Run, RunStatus
 from runs.schemas import RUN_OUT_COLUMNS
-from runs.selectors import run_filters, runs_for
-from sitekit.api import keyset_page, keyset_values_page
+from runs.selectors import RUN_LIST, run_rows_page, runs_for
 
 pytestmark = pytest.mark.django_db
 
@@ -73,13 +73,12 @@ def _walk(read, limit: int) -> list[tuple[list[dict], str | None]]:
 @pytest.mark.parametrize(("filters", "limit"), list(itertools.product(FILTERS, [1, 3, 50])))
 def test_every_page_and_cursor_is_what_the_orm_gives(runs, filters, limit):
     def by_hand(cursor, limit):
-        return keyset_values_page(
-            Run, RUN_OUT_COLUMNS, run_filters(**filters), field="created_at", cursor=cursor, limit=limit
-        )
+        page = run_rows_page(**filters, columns=RUN_OUT_COLUMNS, cursor=cursor, limit=limit)
+        return page.rows, page.next_cursor
 
     def by_orm(cursor, limit):
-        rows = runs_for(**filters).values(*RUN_OUT_COLUMNS)
-        return keyset_page(rows, field="created_at", cursor=cursor, limit=limit)
+        page = RUN_LIST.page(runs_for(**filters).values(*RUN_OUT_COLUMNS), cursor=cursor, limit=limit)
+        return page.rows, page.next_cursor
 
     mine, theirs = _walk(by_hand, limit), _walk(by_orm, limit)
     assert mine == theirs
@@ -91,12 +90,8 @@ def test_every_page_and_cursor_is_what_the_orm_gives(runs, filters, limit):
 
 def test_a_page_is_one_statement_and_an_empty_tenant_list_none(runs):
     with CaptureQueriesContext(connection) as queries:
-        page, cursor = keyset_values_page(
-            Run, RUN_OUT_COLUMNS, run_filters(tenant_ids=["t1"]), field="created_at", cursor=None, limit=5
-        )
-        keyset_values_page(
-            Run, RUN_OUT_COLUMNS, run_filters(tenant_ids=[]), field="created_at", cursor=None, limit=5
-        )
-    assert len(page) == 5 and cursor is not None
+        page = run_rows_page(tenant_ids=["t1"], columns=RUN_OUT_COLUMNS, cursor=None, limit=5)
+        run_rows_page(tenant_ids=[], columns=RUN_OUT_COLUMNS, cursor=None, limit=5)
+    assert len(page.rows) == 5 and page.next_cursor is not None
     assert len(queries.captured_queries) == 1
     assert "ORDER BY" in queries.captured_queries[0]["sql"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 from approvals.services import approval_decide
 from audit.models import AuditEvent
 from runs.models import Run, RunStatus
@@ -104,6 +107,15 @@ def test_a_bad_cursor_is_422_invalid_cursor(client):
         }
     shape = client.get("/runs", {"cursor": "not a cursor!"})
     assert shape.status_code == 422 and "query.cursor" in shape.json()["detail"]
+
+
+def test_a_cursor_at_a_time_no_database_holds_is_422_not_500(client):
+    """Year 1 at +14:00 is before the first UTC instant: invalid_cursor, on SQLite too (it was a 500)."""
+    for at in ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"]:
+        cursor = base64.urlsafe_b64encode(json.dumps([at, 1]).encode()).decode().rstrip("=")
+        for path in ["/runs", "/approvals", "/unknown-outcomes"]:
+            response = client.get(path, {"cursor": cursor})
+            assert response.status_code == 422 and response.json()["code"] == "invalid_cursor", (path, at)
 
 
 def test_a_run_reads_with_its_actions_usage_and_stop_reason(client, pending):

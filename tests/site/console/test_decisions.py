@@ -53,7 +53,7 @@ def test_deny_requires_a_reason_and_the_reason_reaches_the_run(waiting, as_user)
     refused = client.post(f"/approvals/{waiting.pk}/deny/", {"note": "  "}, **HTMX)
     assert refused.status_code == 400
     assert f'id="item-a-{waiting.pk}"' in refused.content.decode()
-    assert "A reason is required to deny." in refused.content.decode()
+    assert "A reason is required: say why in the note." in refused.content.decode()
     assert Approval.objects.get(pk=waiting.pk).status == ApprovalStatus.PENDING
     response = client.post(f"/approvals/{waiting.pk}/deny/", {"note": "not today"})
     assert response.status_code == 303
@@ -117,8 +117,9 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
     assert "You approved this" in body and f"/approvals/{approval.pk}/approve/" not in body
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert Run.objects.get(run_id="f1").status == RunStatus.WAITING
-    again = op.post(f"/approvals/{approval.pk}/approve/", {"note": ""}, **HTMX)
+    again = op.post(f"/approvals/{approval.pk}/approve/", {"note": "sure"}, **HTMX)
     assert again.status_code == 409 and "a different person must approve it too" in again.content.decode()
+    assert "<article" not in again.content.decode()  # nothing op could do with the card: it goes
     bob_view = as_user("bob").get("/").content.decode()
     assert 'approved by <span class="voter">op</span>' in bob_view
     assert f"/approvals/{approval.pk}/approve/" in bob_view
@@ -129,14 +130,22 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
 
 
 def test_reconcile_needs_a_verdict_and_a_note_then_the_run_finishes(unknown, as_user):
-    """Executed/not-executed and a note are required; recorded as the user; the run resumes."""
+    """Executed/not-executed and a note are required; recorded as the user; the run resumes.
+
+    A refused form keeps what was typed; a second settle is refused naming the first person,
+    and the card stays with what they typed.
+    """
     client = as_user("rita")
     html = client.get("/").content.decode()
     assert f'id="item-u-{unknown.pk}"' in html and unknown.idempotency_key in html
     missing = client.post(f"/unknown/{unknown.pk}/reconcile/", {"note": "checked"}, **HTMX)
     assert missing.status_code == 400 and "Say whether the call was executed." in missing.content.decode()
     no_note = client.post(f"/unknown/{unknown.pk}/reconcile/", {"executed": "yes", "note": ""}, **HTMX)
-    assert no_note.status_code == 400 and "A note is required." in no_note.content.decode()
+    assert (
+        no_note.status_code == 400
+        and "A reason is required: say why in the note." in no_note.content.decode()
+    )
+    assert 'value="yes" required checked' in no_note.content.decode()
     executed = PaperBrokerage().entry(unknown.idempotency_key) is not None
     response = client.post(
         f"/unknown/{unknown.pk}/reconcile/",
@@ -148,6 +157,7 @@ def test_reconcile_needs_a_verdict_and_a_note_then_the_run_finishes(unknown, as_
     assert Run.objects.get(run_id="u1").status == RunStatus.QUEUED
     again = client.post(f"/unknown/{unknown.pk}/reconcile/", {"executed": "no", "note": "x"}, **HTMX)
     assert again.status_code == 409 and "Already settled by rita." in again.content.decode()
+    assert "what you typed is below" in again.content.decode() and 'value="x"' in again.content.decode()
     drain()
     assert Run.objects.get(run_id="u1").status == RunStatus.DONE
 
@@ -205,7 +215,10 @@ def test_every_form_is_csrf_protected(waiting, unknown, people):
 
 
 def test_approving_an_expired_approval_is_refused(people, brokerage_path, settings, as_user):
-    """Past its expiry an approval cannot be approved: the console says it expired (fail closed)."""
+    """Past its expiry an approval cannot be approved: the console says it expired (fail closed).
+
+    The note typed for it is shown again with the card, as when someone else decided first.
+    """
     import time
 
     settings.KEELGATE_AGENTS = {
@@ -216,8 +229,9 @@ def test_approving_an_expired_approval_is_refused(people, brokerage_path, settin
     assert "in 0" in as_user("bob").get("/").content.decode()  # "Expires in 0 minutes"
     while timezone.now() <= approval.expires_at:  # wait for the expiry itself, not a guess
         time.sleep(0.02)
-    response = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": ""}, **HTMX)
+    response = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": "looks right"}, **HTMX)
     assert response.status_code == 409 and "expired" in response.content.decode()
+    assert 'value="looks right"' in response.content.decode()
     # The expiry itself is saved and audited at once, and the run goes on without the call.
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.EXPIRED
     assert Run.objects.get(run_id="x2").status == RunStatus.QUEUED

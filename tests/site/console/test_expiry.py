@@ -241,3 +241,24 @@ def test_sweepers_at_the_same_instant_act_once(waiting, sweep):
     kind = "approval.expiring" if sweep == "warn" else "approval.escalated"
     assert len(chain(kind)) == 1
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
+
+
+def test_deciding_after_the_deadline_denied_it_says_it_expired(waiting, people, as_user):
+    """Once the sweeper expired it, the API answers approval_expired and the card says it expired.
+
+    Not "already settled by expired": the deadline is no person, and nothing else settled it.
+    """
+    approval = shift(escalated(waiting), timedelta(hours=1, minutes=1))
+    assert approvals_expire() == 1
+    response = key_for(people, "op").post(f"/approvals/{approval.pk}/approve")
+    assert response.status_code == 409
+    assert response.json() == {
+        "code": "approval_expired",
+        "detail": f"The approval expired before it was decided; the action was denied. ({approval.pk})",
+    }
+    card = as_user("op").post(f"/approvals/{approval.pk}/deny/", {"note": "too late"}, **HTMX)
+    html = card.content.decode()
+    assert card.status_code == 409 and "This approval expired: it is denied (fail closed)." in html
+    assert "settled by" not in html and 'value="too late"' in html  # what was typed, shown again
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.EXPIRED
+    assert len(chain("approval.decided")) == 0

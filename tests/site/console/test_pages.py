@@ -125,7 +125,7 @@ def test_a_budget_stop_resumes_with_larger_limits_from_the_run_page(people, brok
     drain()
     assert Run.objects.get(run_id="b1").status == RunStatus.DONE
     again = client.post("/runs/t1/b1/resume/", {"max_iterations": "9"}, follow=True)
-    assert b"only a stopped run can be resumed" in again.content
+    assert b"Not resumed: the run is done, and only a stopped run can be resumed." in again.content
     assert as_user("viewer").post("/runs/t1/b1/resume/", {"max_iterations": "9"}).status_code == 403
 
 

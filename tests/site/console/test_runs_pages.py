@@ -283,6 +283,21 @@ def test_a_form_with_errors_comes_back_with_what_was_typed(people, brokerage_pat
     assert not Run.objects.exists()
 
 
+def test_a_form_whose_run_id_another_run_took_is_409_on_that_field_with_a_new_id(
+    people, brokerage_path, as_user
+):
+    """The same form id with another goal: the console's words for run_exists, a fresh id, one run."""
+    client = as_user("op")
+    assert _start(client).status_code == 303
+    clash = _start(client, goal="buy 4 ACME")
+    html = clash.content.decode()
+    assert clash.status_code == 409
+    assert "This form already started another run: check it and submit again." in html
+    assert 'name="run_id" value="form-1"' not in html
+    assert re.search(r'name="run_id" value="[0-9a-f]{32}"', html)
+    assert "buy 4 ACME" in html and Run.objects.count() == 1
+
+
 def test_a_viewer_cannot_start_a_run_and_another_tenant_is_not_found(people, brokerage_path, as_user):
     """No form for a viewer and 403 if they post; a tenant one is not in is 404 (as for the API)."""
     viewer = as_user("viewer")

@@ -13,7 +13,7 @@ from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.services import approval_decide
 from audit.wiring import audit_log
 from notifications.emails import queue_due, send_due, send_queued
-from notifications.models import EmailBatch, EmailBatchOutcome, EmailCursor
+from notifications.models import ChainCursor, DeliveryStatus, EmailBatch
 from runs.agents.brokerage import PaperBrokerage
 from tenants.models import Role
 from tests.site.console.conftest import drain, start_waiting
@@ -91,8 +91,8 @@ def test_a_second_pass_and_new_items_send_only_what_is_new(smtp):
     assert send_due() == 1
     last = smtp.received[-1]
     assert f"#item-a-{later.pk}" in last.text and f"#item-a-{first.pk}" not in last.text
-    assert EmailCursor.objects.get(tenant_id="t9").seq == 2
-    assert list(EmailBatch.objects.values_list("outcome", flat=True)) == [EmailBatchOutcome.SENT] * 2
+    assert ChainCursor.objects.get(channel="email", subscriber="t9").seq == 2
+    assert list(EmailBatch.objects.values_list("status", flat=True)) == [DeliveryStatus.DELIVERED] * 2
 
 
 def test_an_item_decided_before_the_pass_is_not_mailed(smtp, operator, brokerage_path):
@@ -119,7 +119,7 @@ def test_items_decided_between_queueing_and_sending_are_left_out(smtp):
 
     assert send_queued() == 0
     assert smtp.received == []
-    assert set(EmailBatch.objects.values_list("outcome", flat=True)) == {EmailBatchOutcome.NOTHING_LEFT}
+    assert set(EmailBatch.objects.values_list("status", flat=True)) == {DeliveryStatus.SKIPPED}
 
 
 def test_a_person_hears_only_about_tenants_where_their_role_decides(smtp):
@@ -209,7 +209,7 @@ def test_inactive_users_and_users_without_an_address_get_nothing(smtp):
     assert send_due() == 0
     assert smtp.received == []
     assert not EmailBatch.objects.exists()
-    assert EmailCursor.objects.get(tenant_id="t9").seq == 4
+    assert ChainCursor.objects.get(channel="email", subscriber="t9").seq == 4
 
 
 def test_a_real_run_waiting_is_mailed_with_links_that_open_it(smtp, operator, brokerage_path):
@@ -255,8 +255,8 @@ def test_an_event_ahead_of_its_inbox_row_is_mailed_once_the_row_commits(smtp, se
     member("t9", "reco", Role.RECONCILER)
     unknown_event("t9", "u-1", "a-u-1")
     assert send_due() == 0
-    cursor = EmailCursor.objects.get(tenant_id="t9")
-    assert cursor.seq == 1 and [u["run_id"] for u in cursor.unresolved] == ["u-1"]
+    cursor = ChainCursor.objects.get(channel="email", subscriber="t9")
+    assert cursor.seq == 1 and [u["run_id"] for u in cursor.held] == ["u-1"]
 
     row = UnknownOutcome.objects.create(
         tenant_id="t9",
@@ -270,7 +270,7 @@ def test_an_event_ahead_of_its_inbox_row_is_mailed_once_the_row_commits(smtp, se
     )
     assert send_due() == 1
     assert f"#item-u-{row.pk}" in smtp.received[0].text
-    assert EmailCursor.objects.get(tenant_id="t9").unresolved == []
+    assert ChainCursor.objects.get(channel="email", subscriber="t9").held == []
     assert send_due() == 0
 
 
@@ -280,7 +280,7 @@ def test_an_event_whose_row_never_comes_is_dropped_after_the_grace(smtp, setting
     member("t9", "reco", Role.RECONCILER)
     unknown_event("t9", "u-1", "a-u-1")
     assert send_due() == 0
-    assert EmailCursor.objects.get(tenant_id="t9").unresolved == []
+    assert ChainCursor.objects.get(channel="email", subscriber="t9").held == []
 
 
 def test_email_off_sends_nothing_and_moves_no_cursor(smtp, settings):
@@ -289,7 +289,7 @@ def test_email_off_sends_nothing_and_moves_no_cursor(smtp, settings):
     member("t9", "alice", Role.APPROVER)
     waiting_approvals("t9", 2)
     assert send_due() == 0
-    assert not EmailCursor.objects.exists() and smtp.received == []
+    assert not ChainCursor.objects.filter(channel="email").exists() and smtp.received == []
     settings.KEELGATE_EMAIL_ENABLED = True
     assert send_due() == 1
 
@@ -302,7 +302,7 @@ def test_who_already_approved_a_four_eyes_call_is_not_asked_again(smtp):
     Approval.objects.filter(pk=row.pk).update(required=2, votes=[{"by": "alice", "at": "x", "note": ""}])
     assert send_due() == 1
     assert smtp.recipients() == ["bob@example.test"]
-    assert EmailBatch.objects.get(user__username="alice").outcome == EmailBatchOutcome.NOTHING_LEFT
+    assert EmailBatch.objects.get(user__username="alice").status == DeliveryStatus.SKIPPED
 
 
 def test_an_escalated_approval_is_announced_to_its_role_only(smtp):

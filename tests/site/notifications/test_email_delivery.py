@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from notifications.emails import send_due, send_queued
-from notifications.models import EmailBatch, EmailBatchOutcome, EmailCursor
+from notifications.models import ChainCursor, DeliveryStatus, EmailBatch
 from tenants.models import Role
 from tests.site._threads import all_returned, at_once
 from tests.site.notifications.mail import CONSOLE, free_port, member, smtp, waiting_approvals
@@ -29,8 +29,8 @@ MANAGE = str(Path(__file__).resolve().parents[3] / "manage.py")
 def later() -> None:
     """Time passes: every retry and every claim is due now."""
     past = timezone.now() - timedelta(seconds=1)
-    EmailBatch.objects.filter(finished_at=None).update(due_at=past)
-    EmailBatch.objects.exclude(claimed_until=None).update(claimed_until=past)
+    EmailBatch.objects.filter(finished_at=None).update(next_attempt_at=past)
+    EmailBatch.objects.exclude(lease_until=None).update(lease_until=past)
 
 
 def notify_once(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
@@ -61,7 +61,7 @@ def test_a_refused_recipient_is_retried_and_the_others_still_get_theirs(smtp):
     assert smtp.recipients() == ["alice@example.test"]
     bob = EmailBatch.objects.get(user__username="bob")
     assert bob.finished_at is None and bob.attempts == 1 and bob.last_error == "recipient refused 550"
-    assert "bob" not in bob.last_error and bob.due_at > timezone.now() + timedelta(seconds=30)
+    assert "bob" not in bob.last_error and bob.next_attempt_at > timezone.now() + timedelta(seconds=30)
     assert send_due() == 0  # not due yet
 
     smtp.refuse = set()
@@ -79,7 +79,7 @@ def test_a_server_that_is_down_loses_nothing(smtp, settings):
     port, settings.EMAIL_PORT = settings.EMAIL_PORT, free_port()
 
     assert send_due() == 0
-    assert EmailCursor.objects.get(tenant_id="t9").seq == 2
+    assert ChainCursor.objects.get(channel="email", subscriber="t9").seq == 2
     queued = list(EmailBatch.objects.order_by("pk").values_list("finished_at", "attempts", "last_error"))
     assert queued == [(None, 1, "ConnectionRefusedError"), (None, 0, "")]  # the second was never tried
 
@@ -107,7 +107,7 @@ def test_passes_at_once_send_each_person_one_message(smtp):
     assert smtp.recipients() == [f"{name}@example.test" for name in people]
     (alice,) = smtp.to("alice@example.test")
     assert alice.subject == "Keelgate: 25 approvals wait for you"
-    assert EmailBatch.objects.filter(outcome=EmailBatchOutcome.SENT).count() == EmailBatch.objects.count()
+    assert EmailBatch.objects.filter(status=DeliveryStatus.DELIVERED).count() == EmailBatch.objects.count()
 
 
 def test_a_restarted_process_sends_nothing_twice(smtp, child_env):
@@ -146,7 +146,7 @@ def test_a_sender_killed_after_the_server_accepted_sends_again_after_its_claim(s
     smtp.hold = 0.0
 
     batch = EmailBatch.objects.get()
-    assert batch.finished_at is None and batch.claim_token and batch.claimed_until > timezone.now()
+    assert batch.finished_at is None and batch.lease_token and batch.lease_until > timezone.now()
     assert send_queued() == 0  # the claim still holds: no second sender yet
     later()
     assert send_queued() == 1

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from audit.models import AuditEvent
-from notifications.models import WebhookCursor, WebhookEndpoint
+from notifications.models import ChainCursor, WebhookEndpoint
 from notifications.webhooks.services import webhook_endpoint_register
 from tenants.models import Tenant
 
@@ -47,7 +47,7 @@ def test_the_command_registers_and_prints_the_secret_alone_on_the_last_line(oper
     body = json.loads(event.body)
     assert body["host"] == "127.0.0.1" and body["endpoint_id"] == endpoint.pk
     assert "abc" not in event.body and endpoint.secret not in event.body
-    assert WebhookCursor.objects.get(endpoint=endpoint).seq == event.seq - 1
+    assert ChainCursor.objects.get(channel="webhooks", subscriber=str(endpoint.pk)).seq == event.seq - 1
 
 
 def test_the_command_takes_the_arguments_opt_in(operator):
@@ -109,7 +109,7 @@ def test_the_admin_adds_an_endpoint_and_shows_its_secret_once(admin_client):
     )
     endpoint = WebhookEndpoint.objects.get()
     assert endpoint.secret in response.content.decode()
-    assert WebhookCursor.objects.filter(endpoint=endpoint).exists()
+    assert ChainCursor.objects.filter(channel="webhooks", subscriber=str(endpoint.pk)).exists()
     assert AuditEvent.objects.filter(tenant_id="t1", kind="webhook.registered", actor="root").exists()
     listing = admin_client.get("/admin/notifications/webhookendpoint/").content.decode()
     assert endpoint.secret not in listing and "token=tok" not in listing and "127.0.0.1:9/in" in listing

@@ -8,7 +8,7 @@ from audit.models import AuditEvent
 from audit.selectors import audit_verify
 from audit.wiring import audit_log
 from notifications.models import WebhookAttempt
-from notifications.webhooks.delivery import deliver_due
+from notifications.webhooks import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
 from runs.engine.worker import Worker
 from runs.services import run_start

@@ -11,11 +11,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 
 import pytest
 from django.test import Client
 
-from notifications.webhooks.delivery import deliver_due
+from notifications.webhooks import deliver_due
 from notifications.webhooks.services import webhook_endpoint_register
 from runs.engine.worker import Worker
 from runs.services import run_start
@@ -100,3 +101,69 @@ def test_text_lines_carry_the_same_ids_for_a_person():
     assert text.endswith("run stopped x tenant=t1 run=r1 worker=w1")
     assert data["tenant"] == "t1" and data["run"] == "r1" and data["msg"] == "run stopped x"
     assert "tenant" not in json.loads(JsonFormatter().format(record))  # unbound after the block
+
+
+KEY = "kg_0123456789ab_" + "S3cr3t-part_" * 4
+
+
+@pytest.mark.parametrize(
+    ("target", "written"),
+    [
+        (f"/api/v1/runs?api_key={KEY}", "/api/v1/runs?api_key=[redacted]"),
+        ("/runs?status=waiting&Token=t&limit=5", "/runs?status=waiting&Token=[redacted]&limit=5"),
+        ("/x?X-Api-Key=1&access_token=2&client_secret=3&sig=4", None),
+        ("/x?apikey=1;Password=2&AUTH=3&sessionid=4&signature=5", None),
+        (f"/x?q={KEY.replace('_', '%5F')}", "/x?q=[redacted]"),
+        (f"/x?{KEY}", "/x?[redacted]"),
+        (f"/api/v1/runs/{KEY}/", "/api/v1/runs/[redacted]/"),
+        ("/runs/?design=a&assigned=b&kind=run.status", "/runs/?design=a&assigned=b&kind=run.status"),
+    ],
+)
+def test_redact_url_keeps_the_path_and_names_and_drops_credential_values(target, written):
+    """Credential names (any case, spelling or encoding) lose their value; other parameters stay."""
+    from sitekit.logs import REDACTED, redact_url
+
+    redacted = redact_url(target)
+    if written is not None:
+        assert redacted == written
+    else:
+        names = [part.split("=")[0] for part in re.split("[&;]", target.partition("?")[2])]
+        assert redacted.count(REDACTED) == len(names) and all(f"{n}=" in redacted for n in names)
+    assert "S3cr3t" not in redacted
+
+
+def test_the_formatters_redact_credentials_in_any_line():
+    """A key in a path, an Authorization value of any scheme (or none) and a query: never written."""
+    message = (
+        f"Not Found: /api/v1/runs/{KEY} GET /a?token=abc123&page=2 "
+        "Authorization: Bearer abcdefghijklmnopqrstu, Basic b3BlcmF0b3I6cHc= Authorization=bare-credential-1"
+    )
+    record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "%s", (message,), None)
+    for formatter in (JsonFormatter(), TextFormatter()):
+        text = formatter.format(record)
+        for secret in ("S3cr3t", "abc123", "abcdefghijklmnopqrstu", "b3BlcmF0b3I6cHc=", "bare-credential-1"):
+            assert secret not in text, (formatter, secret)
+        assert "/api/v1/runs/[redacted]" in text and "page=2" in text and "Bearer [redacted]" in text
+
+
+def test_the_redacting_filter_cleans_lines_a_foreign_formatter_writes():
+    """Daphne's root handler (its own format): a key in the message's arguments or in an
+    exception is gone before the handler formats the line."""
+    from sitekit.logs import RedactingFilter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.addFilter(RedactingFilter())
+    logger = logging.getLogger("tests.foreign")
+    logger.addHandler(handler)
+    try:
+        try:
+            raise ValueError(f"bad target /runs?api_key={KEY}")
+        except ValueError:
+            logger.error("Exception inside application: %s", f"/runs/{KEY}", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    text = out.getvalue()
+    assert "S3cr3t" not in text
+    assert "Exception inside application: /runs/[redacted]" in text and "api_key=[redacted]" in text

@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from keelgate_site.management.commands.keelgate_serve import daphne_on_socket, listening_socket
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KEELGATE_") and k != "DATABASE_URL"}
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    env.update(
-        {
-            "KEELGATE_VAR_DIR": str(tmp_path),
-            "KEELGATE_PAPER_BROKERAGE": str(tmp_path / "brokerage.sqlite3"),
-            "KEELGATE_LOG_LEVEL": "WARNING",
-        }
-    )
-    return env
-
-
-def _status(port: int, timeout: float = 5) -> int:
-    """The status of a GET of an unknown API path on a new connection (the JSON 404)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/no-such-path", timeout=timeout) as r:
-            return int(r.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
+from .._serve import ROOT, keelgate_serve, serve_env, status, stop
 
 
 def _wait_listening(log: Path, n: int, procs: list[subprocess.Popen[bytes]]) -> None:
@@ -46,19 +21,6 @@ def _wait_listening(log: Path, n: int, procs: list[subprocess.Popen[bytes]]) -> 
         time.sleep(0.2)
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 def test_two_daphne_share_one_socket_and_each_serves_it_alone(tmp_path):
     """Both processes accept on the one port: with either one frozen (SIGSTOP), the other
     answers every new connection; the port is the one the parent bound."""
@@ -67,23 +29,23 @@ def test_two_daphne_share_one_socket_and_each_serves_it_alone(tmp_path):
     log = tmp_path / "daphne.log"
     with log.open("ab") as out:
         procs = daphne_on_socket(
-            sock, 2, env=_env(tmp_path), extra=["-v", "1"], stdout=out, stderr=out, cwd=ROOT
+            sock, 2, env=serve_env(tmp_path), extra=["-v", "1"], stdout=out, stderr=out, cwd=ROOT
         )
     try:
         _wait_listening(log, 2, procs)
-        assert _status(port) == 404
+        assert status(port) == 404
         for frozen, serving in ((procs[0], procs[1]), (procs[1], procs[0])):
             frozen.send_signal(signal.SIGSTOP)
             try:
-                assert [_status(port) for _ in range(6)] == [404] * 6
+                assert [status(port) for _ in range(6)] == [404] * 6
                 assert serving.poll() is None
             finally:
                 frozen.send_signal(signal.SIGCONT)
         procs[0].terminate()
         procs[0].wait(timeout=20)
-        assert [_status(port) for _ in range(3)] == [404] * 3  # the survivor keeps the port
+        assert [status(port) for _ in range(3)] == [404] * 3  # the survivor keeps the port
     finally:
-        _stop(procs)
+        stop(procs)
         sock.close()
 
 
@@ -125,27 +87,8 @@ def test_a_web_process_accepts_one_waiting_connection_per_turn():
 
 def test_keelgate_serve_web_processes_starts_n_daphne_and_stops_them_all(tmp_path):
     """``--web-processes 2``: two Daphne children answer on the port; SIGTERM stops every child."""
-    probe = listening_socket("127.0.0.1", 0)
-    port = probe.getsockname()[1]
-    probe.close()
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "keelgate_serve", "--port", str(port), "--web-processes", "2"],
-        cwd=ROOT,
-        env={**_env(tmp_path), "KEELGATE_DEBUG": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode()[-2000:] if proc.stdout else ""
-            try:
-                if _status(port, timeout=2) == 404:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.5)
+    env = serve_env(tmp_path, KEELGATE_DEBUG="1")
+    with keelgate_serve(env, "--web-processes", "2") as (proc, _):
         children = subprocess.run(
             ["ps", "-o", "pid=,args=", "--ppid", str(proc.pid)], capture_output=True, text=True, check=True
         ).stdout.splitlines()
@@ -157,7 +100,3 @@ def test_keelgate_serve_web_processes_starts_n_daphne_and_stops_them_all(tmp_pat
         assert proc.returncode == 0
         for pid in pids:
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()

@@ -1,0 +1,234 @@
+"""The audit page's rows: each event of any kind, with any body, as plain strings.
+
+An event's body is whatever its writer put there (``auth.locked_out`` and
+``webhook.registered`` name no run; a row written by an older version may lack a field
+this one writes), so the template reads only :class:`AuditRow`, built here with
+``.get`` and ``str``: no template lookup of a body field can fail, and a kind this list
+does not know still shows, with its body. The strings are plain; the template escapes
+them like any other value (bodies quote tool names, notes and usernames).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.urls import NoReverseMatch, reverse
+
+from audit.kinds import EVENT_KINDS
+from keelgate.audit import AuditEvent
+
+__all__ = ["WORDS", "AuditRow", "audit_rows", "event_words"]
+
+MAX_TEXT = 120
+"""Characters of one body value shown in a row's words; the whole body is a click away."""
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One event as the page shows it."""
+
+    seq: int
+    at: datetime
+    actor: str
+    kind: str
+    meaning: str
+    """What the kind records ("" for a kind the product does not list)."""
+    words: str
+    """The event in words, from its body."""
+    run_id: str
+    run_url: str
+    """The run's page, or "" when the body names no run."""
+    body: str
+    """The body as indented JSON."""
+    hash: str
+
+
+def audit_rows(tenant_id: str, events: Iterable[AuditEvent]) -> list[AuditRow]:
+    """The page's rows for ``events``, in their order."""
+    rows = []
+    for event in events:
+        body = event.body if isinstance(event.body, Mapping) else {"value": event.body}
+        run_id = body.get("run_id")
+        run_id = run_id if isinstance(run_id, str) else ""
+        known = EVENT_KINDS.get(event.kind)
+        rows.append(
+            AuditRow(
+                seq=event.seq,
+                at=event.at,
+                actor=str(event.actor),
+                kind=str(event.kind),
+                meaning=known.meaning if known else "",
+                words=event_words(event.kind, body),
+                run_id=run_id,
+                run_url=_run_url(tenant_id, run_id),
+                body=json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False, default=str),
+                hash=str(event.hash),
+            )
+        )
+    return rows
+
+
+def event_words(kind: str, body: Mapping[str, Any]) -> str:
+    """What the event says, in a sentence; for a kind without words, "" (the body still shows)."""
+    words = WORDS.get(kind)
+    if words is None:
+        return ""
+    try:
+        return words(_Body(body))
+    except Exception:  # a body no writer of this version makes: show it, never fail the page
+        return ""
+
+
+def _run_url(tenant_id: str, run_id: str) -> str:
+    if not run_id or len(run_id) > 128:
+        return ""
+    try:
+        return reverse("run", args=[tenant_id, run_id])
+    except NoReverseMatch:
+        return ""
+
+
+class _Body:
+    """A body's fields as short text: a missing field reads as ``default``."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+
+    def has(self, key: str) -> bool:
+        return self.body.get(key) not in (None, "", [], {})
+
+    def text(self, key: str, default: str = "?") -> str:
+        value = self.body.get(key)
+        if value is None or value == "":
+            return default
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        elif not isinstance(value, str):
+            value = json.dumps(value, sort_keys=True, default=str)
+        return value if len(value) <= MAX_TEXT else value[: MAX_TEXT - 1] + "…"
+
+    def when(self, key: str) -> str:
+        value = self.text(key)
+        try:
+            return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M UTC")
+        except ValueError:
+            return value
+
+    def note(self) -> str:
+        return f' Note: "{self.text("note")}".' if self.has("note") else ""
+
+    def count(self, key: str) -> int:
+        value = self.body.get(key)
+        return len(value) if isinstance(value, list) else 0
+
+
+def _started(b: _Body) -> str:
+    how = "a graph" if b.body.get("graph") is True else f"a {b.text('loop_type', 'loop')} loop"
+    opted = (
+        f"; side effects opted in: {b.text('side_effects_opt_in')}" if b.has("side_effects_opt_in") else ""
+    )
+    return f"Run started as {how}{opted}."
+
+
+def _status(b: _Body) -> str:
+    reason = f" ({b.text('reason')})" if b.has("reason") else ""
+    return f"Run is now {b.text('status')}{reason}."
+
+
+def _resumed(b: _Body) -> str:
+    limits = b.body.get("limits")
+    if isinstance(limits, Mapping) and limits:
+        return (
+            "Run queued again with limits " + ", ".join(f"{k}={v}" for k, v in sorted(limits.items())) + "."
+        )
+    return "Run queued again."
+
+
+def _cancelled(b: _Body) -> str:
+    n = b.count("withdrawn")
+    withdrawn = f", {n} waiting approval{'s' if n != 1 else ''} withdrawn" if n else ""
+    return f"Run cancelled{withdrawn}.{b.note()}"
+
+
+def _stopped(b: _Body) -> str:
+    error = f", error {b.text('error')}" if b.has("error") else ""
+    return f"Run stopped: {b.text('reason')}{error}."
+
+
+def _planned(b: _Body) -> str:
+    actions = b.body.get("actions")
+    tools = (
+        [str(a.get("tool", "?")) for a in actions if isinstance(a, Mapping)]
+        if isinstance(actions, list)
+        else []
+    )
+    what = "calls " + ", ".join(tools) if tools else "an answer, no calls"
+    return f"Iteration {b.text('iteration')}: planned {what}."[: MAX_TEXT * 2]
+
+
+def _reconciled(b: _Body) -> str:
+    verdict = b.text("verdict").replace("_", " ")
+    return f"Outcome of {b.text('tool')} settled: {verdict} (from {b.text('source')}).{b.note()}"
+
+
+def _call(b: _Body) -> str:
+    code = f" ({b.text('code')})" if b.has("code") else ""
+    replayed = ", replayed" if b.body.get("replayed") is True else ""
+    return f"{b.text('tool')}: {b.text('status')}{code}{replayed}."
+
+
+def _decided(b: _Body) -> str:
+    if b.body.get("decision") == "deny":
+        return f"{b.text('tool')} denied.{b.note()}"
+    votes = f" ({b.text('approvals')} of {b.text('required')})" if b.has("approvals") else ""
+    return f"{b.text('tool')} approved{votes}.{b.note()}"
+
+
+def _edited(b: _Body) -> str:
+    changed = f": changed {b.text('changed')}" if b.has("changed") else ""
+    return f"{b.text('tool')} edited before approval{changed}.{b.note()}"
+
+
+def _expiring(b: _Body) -> str:
+    then = f"then to {b.text('escalates_to')}s" if b.has("escalates_to") else "then denied"
+    return f"Warned: {b.text('tool', 'the call')} expires at {b.when('expires_at')}, {then}."
+
+
+def _escalated(b: _Body) -> str:
+    return (
+        f"Deadline passed: {b.text('tool', 'the call')} escalated to {b.text('escalated_to')}s, "
+        f"who have until {b.when('expires_at')}."
+    )
+
+
+def _registered(b: _Body) -> str:
+    events = b.text("events", "") or "every event"
+    return f"Webhook to {b.text('host')} registered for {events}."
+
+
+WORDS: dict[str, Callable[[_Body], str]] = {
+    "run.requested": lambda b: f"Run of agent {b.text('agent')} requested.",
+    "run.started": _started,
+    "run.status": _status,
+    "run.resumed": _resumed,
+    "run.cancel_requested": lambda b: f"Cancel requested; the run stops at its next step.{b.note()}",
+    "run.cancelled": _cancelled,
+    "run.stopped": _stopped,
+    "loop.planned": _planned,
+    "loop.reconciled": _reconciled,
+    "graph.interrupted": lambda b: f"Graph paused at {b.text('tool')} for a person's {b.text('why')}.",
+    "gateway.call": _call,
+    "approval.requested": lambda b: f"{b.text('tool')} waits for {b.text('required', '1')} approval(s).",
+    "approval.decided": _decided,
+    "approval.edited": _edited,
+    "approval.expiring": _expiring,
+    "approval.escalated": _escalated,
+    "approval.expired": lambda b: f"Deadline passed: {b.text('tool', 'the call')} denied (fail closed).",
+    "webhook.registered": _registered,
+    "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
+}
+"""A sentence for each kind in :data:`audit.kinds.EVENT_KINDS`, from its body."""

@@ -1,0 +1,125 @@
+"""One event of every kind the product writes, with the body its writer gives it.
+
+Used by the Django tests of the audit page and API and by the browser suite's control
+process. Free text (notes, tool names, hosts) carries markup, which every page must
+show as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit.kinds import EVENT_KINDS
+
+HOSTILE = "<script>window.__xss=1</script>"
+
+RUN = "r-kinds"
+ACTION = "a-1"
+
+BODIES: dict[str, dict[str, Any]] = {
+    "run.requested": {"run_id": RUN, "agent": "paper-trader"},
+    "run.started": {"run_id": RUN, "loop_type": "task"},
+    "run.status": {"run_id": RUN, "status": "waiting", "reason": "approval"},
+    "run.resumed": {"run_id": RUN, "limits": {"max_iterations": 9}},
+    "run.cancel_requested": {"run_id": RUN, "note": HOSTILE},
+    "run.cancelled": {"run_id": RUN, "note": "enough", "withdrawn": [ACTION]},
+    "run.stopped": {"run_id": RUN, "reason": "goal_reached", "seq": 7, "error": None},
+    "loop.planned": {
+        "run_id": RUN,
+        "iteration": 1,
+        "actions": [{"action_id": ACTION, "tool": "place_order", "idempotency_key": "k-1"}],
+    },
+    "loop.reconciled": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "source": "human",
+        "verdict": "not_executed",
+        "note": "checked the ledger",
+        "result_recorded": False,
+    },
+    "graph.interrupted": {"run_id": RUN, "action_id": ACTION, "tool": "place_order", "why": "approval"},
+    "gateway.call": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": HOSTILE,
+        "idempotency_key": "k-1",
+        "status": "unknown",
+        "code": "tool_outcome_unknown",
+        "replayed": False,
+    },
+    "approval.requested": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "idempotency_key": "k-1",
+        "required": 2,
+    },
+    "approval.decided": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "decision": "approve",
+        "approvals": 1,
+        "required": 2,
+        "note": "",
+    },
+    "approval.edited": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "new_action_id": "a-1.e1",
+        "tool": "place_order",
+        "original_hash": "0" * 64,
+        "edited_hash": "1" * 64,
+        "changed": ["qty"],
+        "note": "fewer",
+    },
+    "approval.expiring": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "expires_at": "2026-01-01T09:30:00+00:00",
+        "escalates_to": "admin",
+    },
+    "approval.escalated": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "escalated_to": "admin",
+        "expires_at": "2026-01-01T10:30:00+00:00",
+        "previous_expires_at": "2026-01-01T09:30:00+00:00",
+    },
+    "approval.expired": {"run_id": RUN, "action_id": ACTION, "tool": "place_order"},
+    "webhook.registered": {
+        "endpoint_id": 1,
+        "host": "hooks.example.com",
+        "events": ["approval.requested"],
+        "include_arguments": False,
+        "from_seq": 3,
+    },
+    "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
+}
+"""A body for each kind of :data:`audit.kinds.EVENT_KINDS`, shaped as its writer shapes it."""
+
+WORDS = {
+    "auth.locked_out": "Login of bob locked out from 203.0.113.9.",
+    "webhook.registered": "Webhook to hooks.example.com registered for approval.requested.",
+    "approval.decided": "place_order approved (1 of 2).",
+    "run.status": "Run is now waiting (approval).",
+}
+"""What the page says of a few of them, word for word."""
+
+
+def append_every_kind(tenant_id: str, *, empty_too: bool = False) -> list[str]:
+    """Append one event of each kind to ``tenant_id``'s chain (and, with ``empty_too``,
+    one more of each with an empty body, as a writer of another version might); the kinds."""
+    from audit.wiring import audit_log
+
+    assert set(BODIES) == set(EVENT_KINDS), "every listed kind needs a body here"
+    log = audit_log()
+    for kind, body in BODIES.items():
+        log.append(tenant_id, actor="tester", kind=kind, body=body)
+    if empty_too:
+        for kind in BODIES:
+            log.append(tenant_id, actor="tester", kind=kind, body={})
+    return list(BODIES)
