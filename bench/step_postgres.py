@@ -1,8 +1,9 @@
 """2. Durable step cost on PostgreSQL: the Django stores vs LangGraph's PostgresSaver vs bare commits.
 
-The same step as benchmark 1. Keelgate runs over ``DjangoCheckpointStore``,
-``DjangoIdempotencyStore`` and ``DjangoAuditLog`` exactly as ``runs.engine.build_loop``
-wires them for the worker (``database_stores``: one commit group), fenced by the run's
+The same step as benchmark 1. Keelgate runs over the PostgreSQL stores
+(``runs.engine.stores_postgresql``, ``audit.store_postgresql``) exactly as
+``runs.engine.build_loop`` wires them for the worker (``database_stores``: one commit
+group, ``sitekit.postgresql.commits``), fenced by the run's
 lease epoch, with a ``Run`` row per step created beforehand (untimed). Durable commits
 are counted twice: on the client, as
 transactions that changed or locked a row (an execute wrapper and a hook on commit),
