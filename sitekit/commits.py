@@ -93,12 +93,6 @@ class DjangoCommitGroup:
         self.guard = guard
         self._local = threading.local()
 
-    @functools.cached_property
-    def vendor(self) -> str:
-        """The database's (``postgresql``, ``sqlite``), read once: each read of Django's
-        ``connection`` proxy looks the connection up in an asgiref local."""
-        return connections[DEFAULT_DB_ALIAS].vendor
-
     def _holds(self) -> int:
         return getattr(self._local, "holds", 0)
 
