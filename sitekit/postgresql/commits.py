@@ -38,7 +38,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -239,12 +238,16 @@ class PostgresCommitGroup(DjangoCommitGroup):
         as its statements joined by ``; ``.
         """
         pg = conn.connection
+        # psycopg comes with the ``postgres`` extra: imported here, where a PostgreSQL
+        # connection exists, so that the services (which ask ``isinstance`` of this class)
+        # import on SQLite with ``make run``'s dependencies alone.
+        from psycopg import Cursor
 
         def run(sql: str, params: Any, many: bool, context: Any) -> list[Result]:
             cursors = []
             with pg.pipeline():
                 for statement, values in statements:
-                    cursor = psycopg.Cursor(pg)  # binding on the server, so it can be prepared
+                    cursor = Cursor(pg)  # binding on the server, so it can be prepared
                     cursor.execute(statement, values, prepare=prepare and values is not None)
                     cursors.append(cursor)
             results = []
