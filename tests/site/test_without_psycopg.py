@@ -20,8 +20,9 @@ APPS = ("sitekit", "tenants", "audit", "runs", "approvals", "notifications", "ke
 pytestmark = pytest.mark.slow
 
 
-def test_every_site_module_imports_and_a_run_starts_without_psycopg(tmp_path: Path) -> None:
-    """With psycopg unimportable, each site module imports, and the demo's runs are driven to their approvals on SQLite."""
+def test_every_site_module_imports_and_the_demo_runs_without_psycopg(tmp_path: Path) -> None:
+    """With psycopg unimportable, each site module imports, and the demo's runs are driven
+    to their approvals on SQLite."""
     script = textwrap.dedent(
         f"""
         import importlib, os, pkgutil, sys
