@@ -76,7 +76,10 @@ def deliver(channel: Channel[D]) -> int:
         .values_list("pk", channel.model.RECIPIENT, "item")[: channel.per_pass]
     )
     batches: dict[Any, list[int]] = defaultdict(list)
-    for pk, recipient, _ in _after_their_items(channel, rows):
+    # Each recipient's share in the order the deliveries were made, not by when each is
+    # due: a post waiting out a retry is due after the update made meanwhile, and a cut
+    # by due time could keep the update and drop its post.
+    for pk, recipient, _ in sorted(_after_their_items(channel, rows)):
         if len(batches[recipient]) < channel.per_recipient:
             batches[recipient].append(pk)
     groups = list(batches.values())

@@ -44,8 +44,11 @@ def backwards(apps, schema_editor):
     WebhookCursor = apps.get_model("notifications", "WebhookCursor")
     EmailCursor = apps.get_model("notifications", "EmailCursor")
     EmailBatch = apps.get_model("notifications", "EmailBatch")
+    WebhookEndpoint = apps.get_model("notifications", "WebhookEndpoint")
+    endpoints = set(WebhookEndpoint.objects.values_list("pk", flat=True))
     for c in ChainCursor.objects.filter(channel="webhooks"):
-        WebhookCursor.objects.create(endpoint_id=int(c.subscriber), seq=c.seq)
+        if int(c.subscriber) in endpoints:  # a deleted endpoint's cursor went with it before
+            WebhookCursor.objects.create(endpoint_id=int(c.subscriber), seq=c.seq)
     for c in ChainCursor.objects.filter(channel="email"):
         EmailCursor.objects.create(tenant_id=c.subscriber, seq=c.seq, unresolved=c.held)
     for outcome, status in EMAIL_STATUS.items():

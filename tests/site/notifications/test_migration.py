@@ -71,3 +71,24 @@ def test_cursors_and_batches_survive_the_move_to_the_shared_engine():
         DeliveryStatus.PENDING,
     ]
     assert statuses[3][1] == "tok" and all(at == now for _, _, at in statuses)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_move_back_keeps_live_cursors_and_drops_a_deleted_endpoints():
+    """Migrating back to 0002 restores each live endpoint's cursor; a deleted endpoint's cursor
+    (which the shared table keeps) is dropped, as the old one-to-one cursor was with it."""
+    from notifications.models import WebhookEndpoint
+    from tenants.models import Tenant
+
+    tenant = Tenant.objects.create(slug="m2", name="M2")
+    kept = WebhookEndpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/a", secret="whsec_a")
+    gone = WebhookEndpoint.objects.create(tenant=tenant, url="http://127.0.0.1:9/b", secret="whsec_b")
+    for endpoint, seq in ((kept, 5), (gone, 9)):
+        ChainCursor.objects.create(channel="webhooks", subscriber=str(endpoint.pk), tenant_id="m2", seq=seq)
+    gone.delete()
+    try:
+        old = migrate(BEFORE)
+        cursors = old.get_model("notifications", "WebhookCursor").objects.values_list("endpoint_id", "seq")
+        assert list(cursors) == [(kept.pk, 5)]
+    finally:
+        migrate(AFTER)

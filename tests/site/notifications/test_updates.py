@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -117,3 +117,24 @@ def test_a_failed_post_holds_back_its_own_edit_only(operator):
         ("approval:r1:1-2", "pending", 0),
         ("approval:r2:1-2", "delivered", 1),
     ]
+
+
+def test_a_backlogged_recipient_sends_a_post_before_its_edit(operator, settings):
+    """With room for one message per recipient a pass, the post waiting out its retry goes
+    before the edit made during that wait, though the edit was due first."""
+    settings.KEELGATE_WEBHOOK_RETRY_SCHEDULE = [30.0, 30.0]
+    channel = setup()
+    channel.per_recipient = 1
+    channel.down = True
+    assert run_pass(channel) == 0  # the post fails; the edit, made since, is due before it
+    channel.down = False
+    now = timezone.now()
+    WebhookDelivery.objects.filter(event_type="approval.requested").update(next_attempt_at=now)
+    WebhookDelivery.objects.filter(event_type="approval.decided").update(
+        next_attempt_at=now - timedelta(seconds=20)  # made during the post's backoff
+    )
+    assert run_pass(channel) == 1
+    sent = list(WebhookDelivery.objects.order_by("seq").values_list("event_type", "status"))
+    assert sent == [("approval.requested", "delivered"), ("approval.decided", "pending")]
+    assert run_pass(channel) == 1
+    assert channel.posts == {"ts-1": "approved"}
