@@ -231,7 +231,7 @@ class DjangoIdempotencyStore:
         The loser's insert fails in a savepoint of its own, so a grouped transaction
         stays usable.
         """
-        _aware(now)
+        require_aware(now)
         record = IdempotencyRecord(
             tenant_id=tenant_id,
             key=key,
@@ -257,7 +257,7 @@ class DjangoIdempotencyStore:
         self, tenant_id: str, key: str, *, owner: str, outcome: str, now: datetime
     ) -> IdempotencyRecord:
         """Store the outcome if ``owner`` still holds the key in flight."""
-        _aware(now)
+        require_aware(now)
         with self.commit_group.write():
             held = KeyRow.objects.filter(
                 tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value, owner=owner
@@ -277,7 +277,7 @@ class DjangoIdempotencyStore:
         now: datetime,
     ) -> IdempotencyRecord:
         """Settle an in-flight key as completed or abandoned (the reconcile path)."""
-        _aware(now)
+        require_aware(now)
         status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
         with self.commit_group.write():
             in_flight = KeyRow.objects.filter(tenant_id=tenant_id, key=key, status=KeyStatus.IN_FLIGHT.value)
@@ -303,7 +303,8 @@ _CLAIM_FIELDS = (
 )
 
 
-def _aware(now: datetime) -> None:
+def require_aware(now: datetime) -> None:
+    """Refuse a naive time: a key's lease is compared across processes and databases."""
     if now.tzinfo is None:
         raise ValueError("idempotency times must be timezone-aware")
 

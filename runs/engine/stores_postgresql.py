@@ -39,6 +39,7 @@ from runs.engine.stores import (
     Save,
     insert,
     refused_or_insert,
+    require_aware,
 )
 from runs.models import Checkpoint, Run
 from runs.models import IdempotencyRecord as KeyRow
@@ -246,7 +247,7 @@ class PostgresIdempotencyStore(DjangoIdempotencyStore):
         won claim durable before the tool runs anyway, and a lost one wrote nothing
         that the next flush would not commit as well.
         """
-        _aware(now)
+        require_aware(now)
         expires = now + timedelta(seconds=lease_seconds)
         params = (tenant_id, key, KeyStatus.IN_FLIGHT.value, owner, run_id, action_id, now, expires)
         group = self.commit_group
@@ -272,7 +273,7 @@ class PostgresIdempotencyStore(DjangoIdempotencyStore):
         self, tenant_id: str, key: str, *, owner: str, outcome: str, now: datetime
     ) -> IdempotencyRecord:
         """Store the outcome if ``owner`` still holds the key in flight."""
-        _aware(now)
+        require_aware(now)
         done, in_flight = KeyStatus.COMPLETED.value, KeyStatus.IN_FLIGHT.value
         return self._update(COMPLETE, [done, outcome, now, None, tenant_id, key, in_flight, owner], key)
 
@@ -287,7 +288,7 @@ class PostgresIdempotencyStore(DjangoIdempotencyStore):
         now: datetime,
     ) -> IdempotencyRecord:
         """Settle an in-flight key as completed or abandoned (the reconcile path)."""
-        _aware(now)
+        require_aware(now)
         status = KeyStatus.COMPLETED if executed else KeyStatus.ABANDONED
         params = [status.value, outcome, now, by, tenant_id, key, KeyStatus.IN_FLIGHT.value]
         return self._update(SETTLE, params, key)
@@ -336,11 +337,6 @@ COMPLETE = f'{_SET_OUTCOME} AND "owner" = %s RETURNING {_RECORD_COLUMNS}'
 """Complete only the owner's in-flight key, keeping ``settled_by`` (``COALESCE`` with NULL)."""
 SETTLE = f"{_SET_OUTCOME} RETURNING {_RECORD_COLUMNS}"
 """Settle an in-flight key, whoever holds it, writing ``settled_by``."""
-
-
-def _aware(now: datetime) -> None:
-    if now.tzinfo is None:
-        raise ValueError("idempotency times must be timezone-aware")
 
 
 def _record(row: tuple[Any, ...]) -> IdempotencyRecord:

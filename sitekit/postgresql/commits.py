@@ -123,9 +123,7 @@ class PostgresCommitGroup(DjangoCommitGroup):
             return super().query(sql, params)
         if txn.failed is not None:
             raise txn.failed
-        fused = (
-            commit and txn.outermost and not self._whole() and all(check is None for *_, check in txn.pending)
-        )
+        fused = commit and not self._whole() and _may_commit(txn, txn.pending)
         answer = self._send(txn, last=(sql, params), commit=fused)
         assert answer is not None
         if fused:
@@ -196,7 +194,7 @@ class PostgresCommitGroup(DjangoCommitGroup):
             # on when the atomic block ends.
             pg.autocommit = True
             statements.insert(0, ("BEGIN", None))
-        if commit and txn.outermost and all(check is None for *_, check in pending):
+        if commit and _may_commit(txn, pending):
             statements.append(("COMMIT", None))
         txn.sending = True
         try:
@@ -265,6 +263,20 @@ class PostgresCommitGroup(DjangoCommitGroup):
         text = "; ".join(statement for statement, _ in statements)
         with conn.wrap_database_errors:
             return executor(text, None, False, {"connection": conn, "cursor": None})
+
+
+def _may_commit(txn: _PgTxn, pending: Sequence[tuple[Any, ...]]) -> bool:
+    """A message may end with ``COMMIT``: the group began the transaction, no sent write
+    waits for its check, and Django sees nothing to roll back (no savepoint open inside,
+    no inner atomic block that failed): the message bypasses Django's cursor, so it must
+    not commit what Django would have rolled back."""
+    conn = txn.conn
+    return (
+        txn.outermost
+        and not conn.needs_rollback
+        and not conn.savepoint_ids
+        and all(check is None for *_, check in pending)
+    )
 
 
 _IDLE = 0  # psycopg.pq.TransactionStatus.IDLE

@@ -6,13 +6,14 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 from audit.wiring import audit_log
 from keelgate.errors import StaleCheckpointError
 from keelgate.loop import LoopState
 from runs.engine.loops import commit_group, database_stores
 from runs.models import Checkpoint, Run, RunStatus
+from tenants.models import Tenant
 from tests.site.runs._batch import require_postgres
 from tests.site.runs.test_commit_groups import _leased_run, _loop
 
@@ -299,3 +300,21 @@ def test_starting_a_run_that_has_a_checkpoint_is_refused_before_anything_runs(tm
     finally:
         connections["default"].close()
         ledger.close()
+
+
+def test_a_commit_in_a_message_never_commits_what_django_would_roll_back():
+    """After an inner ``atomic(savepoint=False)`` failed, a query asked to commit with its
+    answer leaves the commit to Django, which rolls the group's sent write back."""
+    require_postgres("only PostgreSQL's group commits in a message")
+    tenant = Tenant.objects.create(slug="fused", name="Fused")
+    group = commit_group()
+    with group.write():
+        group.send('UPDATE "tenants_tenant" SET "name" = %s WHERE "id" = %s', ["changed", tenant.pk])
+        try:
+            with transaction.atomic(savepoint=False):
+                raise ValueError("a caller's inner block fails and is caught")
+        except ValueError:
+            pass
+        assert connection.needs_rollback
+        group.query("SELECT 1", [], commit=True)
+    assert Tenant.objects.get(pk=tenant.pk).name == "Fused"
