@@ -183,6 +183,7 @@ def stop_outside_locks(pid: int, app_name: str, brokerage: PaperBrokerage) -> No
     stopped, and a refusal lets it run on a little, as a held lock does.
     """
     for _ in range(100):
+        _wait_until_stopped(pid)
         if not holds_database_lock(app_name):
             try:
                 brokerage.set_mode("normal")
@@ -193,6 +194,18 @@ def stop_outside_locks(pid: int, app_name: str, brokerage: PaperBrokerage) -> No
         time.sleep(0.002)
         os.kill(pid, signal.SIGSTOP)
     pytest.fail("the worker stayed frozen inside a transaction or the brokerage's file")
+
+
+def _wait_until_stopped(pid: int) -> None:
+    """Until the kernel shows ``pid`` stopped: ``kill(SIGSTOP)`` returns before the signal
+    takes effect, and a worker still running could take a lock right after the probe."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                return
+        time.sleep(0.0005)
+    pytest.fail(f"worker {pid} did not stop")
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.005) -> bool:
