@@ -35,8 +35,9 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connections
 
+from approvals import postgresql
 from approvals.events import OutboxBatch, OutboxItem, tenant_group
-from audit.models import AuditEvent, ChainHead
+from audit.models import AuditEvent
 from audit.selectors import audit_heads
 from audit.store import NOTIFY_CHANNEL
 
@@ -70,16 +71,9 @@ def read_items(tenant_id: str, after_seq: int, limit: int = MAX_ITEMS) -> tuple[
     return items, len(rows) <= limit
 
 
-_READ_SQL = (
-    f"SELECT seq, kind, actor, body FROM {AuditEvent._meta.db_table}"
-    " WHERE tenant_id = %s AND seq > %s ORDER BY seq LIMIT %s"
-)
-_HEADS_SQL = f"SELECT tenant_id, seq FROM {ChainHead._meta.db_table} WHERE tenant_id = ANY(%s)"
-
-
 async def read_items_on(conn: Any, tenant_id: str, after_seq: int) -> tuple[list[OutboxItem], bool]:
     """:func:`read_items` on the tailer's own psycopg connection (PostgreSQL)."""
-    cursor = await conn.execute(_READ_SQL, (tenant_id, after_seq, MAX_ITEMS + 1))
+    cursor = await conn.execute(postgresql.TAIL_EVENTS, (tenant_id, after_seq, MAX_ITEMS + 1))
     rows = await cursor.fetchall()
     items = [_item(seq, kind, actor, body) for seq, kind, actor, body in rows[:MAX_ITEMS]]
     return items, len(rows) <= MAX_ITEMS
@@ -87,7 +81,7 @@ async def read_items_on(conn: Any, tenant_id: str, after_seq: int) -> tuple[list
 
 async def heads_on(conn: Any, tenant_ids: list[str]) -> dict[str, int]:
     """:func:`audit.selectors.audit_heads` on the tailer's own psycopg connection."""
-    cursor = await conn.execute(_HEADS_SQL, (tenant_ids,))
+    cursor = await conn.execute(postgresql.TAIL_HEADS, (tenant_ids,))
     found = {tenant_id: int(seq) for tenant_id, seq in await cursor.fetchall()}
     return {t: found.get(t, 0) for t in tenant_ids}
 

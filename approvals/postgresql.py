@@ -1,4 +1,5 @@
-"""The approvals app's statement on PostgreSQL: a decision's lock, with the decider's role.
+"""The approvals app's statements on PostgreSQL: a decision's lock, with the decider's
+role; and the live push tailer's two reads on its own async connection.
 
 ``approvals.services._lock_with_role`` says in ORM terms what a decision's first step
 does (lock the approval row until the decision commits, then read the person's role in
@@ -15,6 +16,7 @@ from typing import Any
 from django.db import connection
 
 from approvals.models import Approval
+from audit.models import AuditEvent, ChainHead
 from sitekit.commits import DjangoCommitGroup
 from sitekit.db import model_from_row, select_columns
 from tenants.models import Membership, Tenant
@@ -47,3 +49,12 @@ def _lock_with_role_sql() -> str:
         f"SELECT {select_columns(Approval)}, {role} FROM {table}"
         f" WHERE {table}.{qn('tenant_id')} = %s AND {table}.{qn('id')} = %s FOR UPDATE OF {table}"
     )
+
+
+TAIL_EVENTS = (
+    f"SELECT seq, kind, actor, body FROM {AuditEvent._meta.db_table}"
+    " WHERE tenant_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+)
+"""The tailer's read of a tenant's events after a seq (``approvals.outbox.read_items_on``)."""
+TAIL_HEADS = f"SELECT tenant_id, seq FROM {ChainHead._meta.db_table} WHERE tenant_id = ANY(%s)"
+"""The tailer's read of its tenants' chain heads (``approvals.outbox.heads_on``)."""

@@ -16,7 +16,6 @@ APPS = ("sitekit", "tenants", "audit", "runs", "approvals", "notifications", "ke
 STATEMENT = re.compile(r"^\s*(SELECT|INSERT INTO|UPDATE|DELETE FROM|WITH)\s|\bFOR UPDATE\b|\bON CONFLICT\b")
 
 ELSEWHERE = {
-    "approvals/outbox.py": "the live push's tailer reads the chain on an async connection of its own",
     "runs/agents/brokerage.py": "the demo agent's downstream ledger, a SQLite file of its own",
     "sitekit/keyset_sql.py": "the keyset page of the hottest lists, built once per shape",
 }
