@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -116,6 +117,36 @@ def child(*args: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
+def _stop_outside_the_write_lock(pid: int, db: str) -> None:
+    """Leave the SIGSTOPped owner stopped where it holds no write lock on ``db``.
+
+    ``kill(SIGSTOP)`` returns before the signal takes effect, and the owner may be frozen
+    finishing its last commit: the taker-over's ``BEGIN IMMEDIATE`` would then wait for a
+    lock that is never released. So wait until the kernel shows it stopped, probe the
+    lock, and let it run on a little while it holds one.
+    """
+    for _ in range(200):
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                    break
+            time.sleep(0.0005)
+        probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            probe.close()
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.002)
+        os.kill(pid, signal.SIGSTOP)
+    pytest.fail("the owner stayed frozen holding the write lock")
+
+
 def test_a_frozen_owner_woken_after_a_takeover_is_refused(tmp_path):
     """SIGSTOP the owner mid-node past its lease, take over and finish, SIGCONT: its writes are refused."""
     db, ledger = str(tmp_path / "g.sqlite3"), str(tmp_path / "ledger")
@@ -124,6 +155,7 @@ def test_a_frozen_owner_woken_after_a_takeover_is_refused(tmp_path):
     assert a.stdout.readline().strip() == "epoch=1"
     assert a.stdout.readline().strip() == "waiting"
     os.kill(a.pid, signal.SIGSTOP)
+    _stop_outside_the_write_lock(a.pid, db)
     try:
         time.sleep(2.4)  # past A's lease
         saver = KeelgateSaver.sqlite(db, tenant_id="acme")
