@@ -1,39 +1,118 @@
-"""The audit chain in the database: append-only events and a per-tenant head row.
+"""A tenant's audit log in the database: events, the tree over them, and signed checkpoints.
 
-The head row is what appends lock (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite
-serialises writers with ``BEGIN IMMEDIATE``), so two writers can never fork a chain.
+Each tenant's events are the leaves of an RFC 6962 Merkle tree in sequence order (the
+event numbered n is leaf n-1). An event is inserted in its writer's transaction; it is
+*sequenced* (given its number) and *integrated* (its leaf and the subtrees it completes
+stored, the head moved) in one transaction under the tenant's ``ChainHead`` row lock,
+by the writer itself when the lock is free or by the sequencer (``audit.sequencer``).
+
+Events written before the tree (``version`` 1) also link into a sha256 hash chain
+(``prev_hash``, ``hash``), and keep verifying under it; they are leaves too.
 """
 
 from __future__ import annotations
 
 from django.db import models
 
+LEGACY_CHAIN = 1
+"""An event written before the cut-over: hash-chained, and a leaf of the tree."""
+TREE_LEAF = 2
+"""An event written since: a leaf of the tree, not chained."""
+
 
 class ChainHead(models.Model):
-    """The newest event of one tenant's chain."""
+    """The head of one tenant's log: how many events are sequenced, the tree's root over them.
+
+    Locked by whoever sequences (``SELECT ... FOR UPDATE``); its ``seq`` moves only with
+    the events it numbers, so a reader of ``seq`` never sees a number before its event.
+    """
 
     tenant_id = models.CharField(max_length=63, primary_key=True)
     seq = models.BigIntegerField(default=0)
+    """The newest sequenced event's number: the tree's size."""
     hash = models.CharField(max_length=64)
+    """The hash of the last hash-chained event (``version`` 1); frozen since the cut-over."""
+    chain_seq = models.BigIntegerField(default=0)
+    """The number of the last hash-chained event (0 for a tenant whose log began as a tree)."""
+    root = models.CharField(max_length=64, default="")
+    """The tree's root over ``seq`` leaves, hex ("" for an empty tree)."""
 
 
 class AuditEvent(models.Model):
-    """One link of a tenant's chain: ``hash = sha256(prev_hash || canonical bytes)``."""
+    """One event of a tenant's log; ``seq`` is None until it is sequenced."""
 
     tenant_id = models.CharField(max_length=63)
-    seq = models.BigIntegerField()
+    seq = models.BigIntegerField(null=True)
     at = models.CharField(max_length=40)
     """ISO-8601 text exactly as hashed, so a round trip cannot change the bytes."""
     actor = models.CharField(max_length=200)
     kind = models.CharField(max_length=64)
     body = models.TextField()
     """Canonical JSON text."""
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
+    run_id = models.CharField(max_length=64, default="", blank=True)
+    """The body's ``run_id``, if any, kept for filtering."""
+    tool = models.CharField(max_length=200, default="", blank=True)
+    """The body's ``tool``, if any, kept for filtering."""
+    version = models.PositiveSmallIntegerField(default=TREE_LEAF)
+    """:data:`LEGACY_CHAIN` or :data:`TREE_LEAF`: which form this event was written in."""
+    leaf_hash = models.CharField(max_length=64, default="", blank=True)
+    """The tree leaf's hash, hex, once integrated."""
+    prev_hash = models.CharField(max_length=64, default="", blank=True)
+    """Hash-chained events only: the previous event's ``hash``."""
+    hash = models.CharField(max_length=64, default="", blank=True)
+    """Hash-chained events only: ``sha256(prev_hash || canonical bytes)``."""
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant_id", "seq"], name="audit_seq_unique")]
+        indexes = [
+            models.Index(fields=["tenant_id", "kind", "seq"], name="audit_kind_seq"),
+            models.Index(fields=["tenant_id", "run_id", "seq"], name="audit_run_seq"),
+            models.Index(fields=["tenant_id", "actor", "seq"], name="audit_actor_seq"),
+            models.Index(
+                fields=["tenant_id", "id"], name="audit_pending", condition=models.Q(seq__isnull=True)
+            ),
+        ]
         ordering = ["tenant_id", "seq"]
 
     def __str__(self) -> str:
         return f"{self.tenant_id}#{self.seq} {self.kind}"
+
+
+class TreeNode(models.Model):
+    """The hash of one complete subtree of a tenant's tree: level 0 is a leaf.
+
+    Node ``(level, index)`` covers leaves ``[index * 2**level, (index + 1) * 2**level)``;
+    every root and proof at any size is built from O(log n) of them
+    (:mod:`keelgate.audit`'s Merkle functions). Kept when old events are retired.
+    """
+
+    tenant_id = models.CharField(max_length=63)
+    level = models.PositiveSmallIntegerField()
+    index = models.BigIntegerField()
+    hash = models.BinaryField(max_length=32)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "level", "index"], name="audit_node_unique")
+        ]
+
+
+class Checkpoint(models.Model):
+    """A signed checkpoint of a tenant's tree: a C2SP signed note over its size and root."""
+
+    tenant_id = models.CharField(max_length=63)
+    size = models.BigIntegerField()
+    root = models.CharField(max_length=64)
+    """Hex; the note carries it in base64."""
+    note = models.TextField()
+    """The C2SP signed note exactly as signed: checkpoint body, blank line, signature lines."""
+    signed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "size"], name="audit_checkpoint_size_unique")
+        ]
+        ordering = ["tenant_id", "size"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} checkpoint {self.size}"

@@ -1,0 +1,249 @@
+"""RFC 6962 / RFC 9162 Merkle trees: leaf and node hashes, proofs, and their checks.
+
+A log stores the hash of every *complete* subtree once it exists: level 0 holds the
+leaf hashes, and the node ``(level, index)`` covers leaves ``[index * 2**level,
+(index + 1) * 2**level)``. Every hash a proof or a root needs, at any tree size up to
+the log's, is built from O(log n) of those (as Go's ``golang.org/x/mod/sumdb/tlog``
+does), so a store reads them in one batch through a :data:`HashReader`.
+
+Proofs are lists of hashes in RFC 9162 order (the sibling nearest the leaf first);
+:func:`check_inclusion` and :func:`check_consistency` are RFC 9162 §2.1.3.2 and §2.1.4.2
+verbatim, so a proof that passes here passes Go's ``tlog.CheckRecord`` and
+``tlog.CheckTree`` and the other way round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+
+__all__ = [
+    "EMPTY_ROOT",
+    "HashReader",
+    "ProofError",
+    "check_consistency",
+    "check_inclusion",
+    "consistency_proof",
+    "inclusion_proof",
+    "leaf_hash",
+    "new_nodes",
+    "node_hash",
+    "range_nodes",
+    "root_from_nodes",
+    "tree_root",
+]
+
+HashReader = Callable[[Sequence[tuple[int, int]]], Sequence[bytes]]
+"""Reads stored complete-subtree hashes, ``(level, index)`` in, hashes out in that order."""
+
+EMPTY_ROOT = hashlib.sha256(b"").digest()
+"""The root of the empty tree (RFC 6962 §2.1: the hash of the empty string)."""
+
+
+class ProofError(ValueError):
+    """A proof, a tree size or an index that cannot be right."""
+
+
+def leaf_hash(data: bytes) -> bytes:
+    """``SHA-256(0x00 || data)``: one leaf."""
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left: bytes, right: bytes) -> bytes:
+    """``SHA-256(0x01 || left || right)``: one interior node."""
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def _split(n: int) -> int:
+    """The largest power of two smaller than ``n`` (n > 1): where RFC 6962 splits a tree."""
+    return 1 << ((n - 1).bit_length() - 1)
+
+
+def range_nodes(lo: int, hi: int) -> list[tuple[int, int]]:
+    """The complete subtrees whose hashes make ``MTH(D[lo:hi])``, left to right.
+
+    ``[lo, hi)`` must be a range RFC 6962's recursion reaches (``lo`` a multiple of a
+    power of two at least ``hi - lo``), as every range of a root or a proof is.
+    """
+    nodes: list[tuple[int, int]] = []
+    while lo < hi:
+        level = (hi - lo).bit_length() - 1
+        nodes.append((level, lo >> level))
+        lo += 1 << level
+    return nodes
+
+
+def root_from_nodes(hashes: Sequence[bytes]) -> bytes:
+    """``MTH`` of a range from :func:`range_nodes`' hashes: folded from the right."""
+    if not hashes:
+        return EMPTY_ROOT
+    root = hashes[-1]
+    for left in reversed(hashes[:-1]):
+        root = node_hash(left, root)
+    return root
+
+
+def _ranges_hashes(ranges: Sequence[tuple[int, int]], read: HashReader) -> list[bytes]:
+    """``MTH`` of each range, reading every stored hash they need in one batch."""
+    plans = [range_nodes(lo, hi) for lo, hi in ranges]
+    wanted = sorted({node for plan in plans for node in plan})
+    found = dict(zip(wanted, read(wanted), strict=True))
+    return [root_from_nodes([found[node] for node in plan]) for plan in plans]
+
+
+def tree_root(size: int, read: HashReader) -> bytes:
+    """The root of the first ``size`` leaves."""
+    if size < 0:
+        raise ProofError("tree size is negative")
+    return _ranges_hashes([(0, size)], read)[0] if size else EMPTY_ROOT
+
+
+def _path_ranges(index: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    # RFC 9162 §2.1.3.1 PATH(m, D[lo:hi]), as the ranges whose MTHs it lists.
+    ranges: list[tuple[int, int]] = []
+    while hi - lo > 1:
+        k = _split(hi - lo)
+        if index < lo + k:
+            ranges.append((lo + k, hi))
+            hi = lo + k
+        else:
+            ranges.append((lo, lo + k))
+            lo = lo + k
+    ranges.reverse()  # the recursion appends on the way back up: the deepest first
+    return ranges
+
+
+def inclusion_proof(index: int, size: int, read: HashReader) -> list[bytes]:
+    """The audit path of leaf ``index`` in the tree of ``size`` leaves (RFC 9162 order)."""
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size}")
+    return _ranges_hashes(_path_ranges(index, 0, size), read)
+
+
+def _subproof_ranges(m: int, lo: int, hi: int, whole: bool) -> list[tuple[int, int]]:
+    # RFC 9162 §2.1.4.1 SUBPROOF(m, D[lo:hi], b), as ranges, in the proof's order.
+    if m == hi - lo:
+        return [] if whole else [(lo, hi)]
+    k = _split(hi - lo)
+    if m <= k:
+        return [*_subproof_ranges(m, lo, lo + k, whole), (lo + k, hi)]
+    return [*_subproof_ranges(m - k, lo + k, hi, False), (lo, lo + k)]
+
+
+def consistency_proof(first: int, second: int, read: HashReader) -> list[bytes]:
+    """The proof that the tree of ``first`` leaves is a prefix of the tree of ``second``."""
+    if not 0 < first <= second:
+        raise ProofError(f"no consistency proof from {first} to {second}")
+    return _ranges_hashes(_subproof_ranges(first, 0, second, True), read)
+
+
+def check_inclusion(index: int, size: int, leaf: bytes, proof: Sequence[bytes], root: bytes) -> None:
+    """Return only if ``proof`` shows the leaf hash ``leaf`` at ``index`` under ``root``.
+
+    RFC 9162 §2.1.3.2. Raises :class:`ProofError`.
+    """
+    if not 0 <= index < size:
+        raise ProofError(f"leaf {index} is not in a tree of {size}")
+    fn, sn, r = index, size - 1, leaf
+    for p in proof:
+        if sn == 0:
+            raise ProofError("inclusion proof is too long")
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise ProofError("inclusion proof is too short")
+    if r != root:
+        raise ProofError("inclusion proof does not lead to the root")
+
+
+def check_consistency(
+    first: int, second: int, first_root: bytes, second_root: bytes, proof: Sequence[bytes]
+) -> None:
+    """Return only if ``proof`` shows the tree ``(first, first_root)`` is a prefix of
+    ``(second, second_root)``.
+
+    RFC 9162 §2.1.4.2, with its two trivial cases: equal sizes need an empty proof and
+    equal roots. Raises :class:`ProofError`.
+    """
+    if not 0 < first <= second:
+        raise ProofError(f"no consistency proof from {first} to {second}")
+    if first == second:
+        if proof:
+            raise ProofError("consistency proof between equal sizes must be empty")
+        if first_root != second_root:
+            raise ProofError("two different roots for one tree size")
+        return
+    path = list(proof)
+    if not path:
+        raise ProofError("consistency proof is empty")
+    if first & (first - 1) == 0:  # an exact power of two: its root starts the path
+        path.insert(0, first_root)
+    fn, sn = first - 1, second - 1
+    while fn & 1:
+        fn >>= 1
+        sn >>= 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            raise ProofError("consistency proof is too long")
+        if fn & 1 or fn == sn:
+            fr = node_hash(c, fr)
+            sr = node_hash(c, sr)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            sr = node_hash(sr, c)
+        fn >>= 1
+        sn >>= 1
+    if sn != 0:
+        raise ProofError("consistency proof is too short")
+    if fr != first_root:
+        raise ProofError("consistency proof does not lead to the first root")
+    if sr != second_root:
+        raise ProofError("consistency proof does not lead to the second root")
+
+
+def new_nodes(
+    start: int, leaves: Iterable[bytes], read: HashReader
+) -> list[tuple[int, int, bytes]]:
+    """The complete subtrees that appending ``leaves`` (leaf hashes) at index ``start``
+    completes, as ``(level, index, hash)``: what a log stores for them, leaves included.
+
+    Reads the stored left siblings it needs (those left of ``start``) in one batch.
+    """
+    batch = list(leaves)
+    if not batch:
+        return []
+    end = start + len(batch)
+    # The left siblings stored before the batch: those whose leaves all lie left of start.
+    outside: list[tuple[int, int]] = []
+    for i in range(start, end):
+        lvl = 0
+        while i & 1:
+            if i << lvl <= start:
+                outside.append((lvl, i - 1))
+            lvl += 1
+            i >>= 1
+    known: dict[tuple[int, int], bytes] = dict(zip(outside, read(outside), strict=True)) if outside else {}
+    made: list[tuple[int, int, bytes]] = []
+    for offset, h in enumerate(batch):
+        i, lvl = start + offset, 0
+        known[(0, i)] = h
+        made.append((0, i, h))
+        while i & 1:
+            h = node_hash(known[(lvl, i - 1)], h)
+            lvl += 1
+            i >>= 1
+            known[(lvl, i)] = h
+            made.append((lvl, i, h))
+    return made
