@@ -213,9 +213,7 @@ def check_consistency(
         raise ProofError("consistency proof does not lead to the second root")
 
 
-def new_nodes(
-    start: int, leaves: Iterable[bytes], read: HashReader
-) -> list[tuple[int, int, bytes]]:
+def new_nodes(start: int, leaves: Iterable[bytes], read: HashReader) -> list[tuple[int, int, bytes]]:
     """The complete subtrees that appending ``leaves`` (leaf hashes) at index ``start``
     completes, as ``(level, index, hash)``: what a log stores for them, leaves included.
 
