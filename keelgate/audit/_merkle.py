@@ -21,6 +21,7 @@ __all__ = [
     "EMPTY_ROOT",
     "HashReader",
     "ProofError",
+    "TreeBuilder",
     "check_consistency",
     "check_inclusion",
     "consistency_proof",
@@ -81,6 +82,35 @@ def root_from_nodes(hashes: Sequence[bytes]) -> bytes:
     for left in reversed(hashes[:-1]):
         root = node_hash(left, root)
     return root
+
+
+class TreeBuilder:
+    """A tree grown one leaf at a time, keeping only its O(log n) complete right edge.
+
+    For walking a whole log (verifying it, exporting it) without a store: ``add``
+    answers with the complete subtrees each leaf completes, ``root`` is the current root.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._edge: list[tuple[int, bytes]] = []  # (level, hash), levels strictly decreasing
+
+    def add(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        """Append one leaf hash; the ``(level, index, hash)`` of every subtree it completes."""
+        index, h, level = self.size, leaf, 0
+        made = [(0, index, h)]
+        while self._edge and self._edge[-1][0] == level:
+            _, left = self._edge.pop()
+            h = node_hash(left, h)
+            level += 1
+            made.append((level, index >> level, h))
+        self._edge.append((level, h))
+        self.size += 1
+        return made
+
+    def root(self) -> bytes:
+        """The root of the leaves added so far."""
+        return root_from_nodes([h for _, h in self._edge])
 
 
 def _ranges_hashes(ranges: Sequence[tuple[int, int]], read: HashReader) -> list[bytes]:

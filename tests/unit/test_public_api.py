@@ -176,6 +176,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "RecordingAuditLog",
         "SqliteAuditLog",
         "StoredRow",
+        "TreeBuilder",
         "VerifierKey",
         "check_consistency",
         "check_inclusion",
