@@ -12,7 +12,7 @@ from typing import Any
 
 from audit.digest import ChainDigest, sign_head
 from audit.models import AuditEvent as EventRow
-from audit.models import ChainHead
+from audit.models import ChainHead, Checkpoint
 from audit.verification import HEAD_MISMATCH, verify_log
 from audit.wiring import integrate_pending
 from keelgate.audit import ChainReport
@@ -24,6 +24,7 @@ from sitekit.paging import Filter, Keyset, Listing, Page
 __all__ = [
     "AUDIT_EVENTS",
     "HEAD_MISMATCH",
+    "audit_checkpoints",
     "audit_digest",
     "audit_events",
     "audit_heads",
@@ -95,3 +96,13 @@ def audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) ->
     if not report.ok:
         metrics.AUDIT_VERIFY_FAILURES.inc()
     return report
+
+
+CHECKPOINTS = Listing(Keyset(Checkpoint, "size")).reversed()
+"""A tenant's checkpoints, newest first (``size`` is unique within a tenant's)."""
+
+
+def audit_checkpoints(*, tenant_id: str, before: int | None = None, limit: int) -> Page[Checkpoint]:
+    """A page of the tenant's checkpoints, newest first, smaller than ``before``."""
+    rows = Checkpoint.objects.filter(tenant_id=tenant_id)
+    return CHECKPOINTS.page(rows, None, after=None if before is None else (before,), limit=limit)

@@ -163,6 +163,8 @@ class _Walk:
                 return self.broken(seq, "hash_mismatch")
             self.chain = hash_
         elif version == TREE_LEAF:
+            if prev_hash or hash_:  # a leaf links to nothing: a link here was written by hand
+                return self.broken(seq, "hash_mismatch")
             self.chain_closed = True
         else:
             return self.broken(seq, VERSION_ORDER)
