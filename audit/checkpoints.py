@@ -17,6 +17,7 @@ from django.utils import timezone
 from audit.digest import signing_key
 from audit.models import Checkpoint
 from audit.tree import lock_head
+from audit.wiring import integrate_pending
 from keelgate.audit import Checkpoint as CheckpointBody
 from keelgate.audit import VerifierKey, format_checkpoint, sign_note, verifier_key
 
@@ -50,7 +51,11 @@ def sign_checkpoint(
     now = now or timezone.now()
     with transaction.atomic():
         head = lock_head(tenant_id, wait=False)
-        if head is None or head.seq == 0:
+        if head is None:
+            return None
+        integrate_pending([tenant_id])  # under the lock this transaction holds
+        head.refresh_from_db()
+        if head.seq == 0:
             return None
         last = latest_checkpoint(tenant_id)
         if last is not None and (

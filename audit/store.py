@@ -24,7 +24,7 @@ from django.db import transaction
 from audit.models import TREE_LEAF
 from audit.models import AuditEvent as EventRow
 from audit.tree import integrate
-from keelgate.audit import AuditEvent, encode_body, format_at, leaf_bytes
+from keelgate.audit import AuditEvent, encode_body, format_at, i_json, leaf_bytes
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
@@ -87,11 +87,13 @@ def pending_event(
 ) -> dict[str, Any]:
     """An unnumbered event's columns.
 
-    Raises TypeError or ValueError for a body that is not JSON, or that RFC 8785 cannot
-    carry (an integer beyond 2**53): refused here, in the writer's transaction, never
-    found by the sequencer.
+    Raises TypeError or ValueError for a body that is not JSON: refused here, in the
+    writer's transaction, never found by the sequencer. An integer RFC 8785 cannot
+    carry (beyond 2**53) is kept as its decimal text (:func:`keelgate.audit.i_json`).
     """
     text, value = encode_body(body)
+    if text != (safe := encode_body(i_json(value)))[0]:
+        text, value = safe
     leaf_bytes({"body": value})
     run_id, tool = value.get("run_id"), value.get("tool")
     return {

@@ -181,8 +181,8 @@ class ProofRangeError(KeelgateError):
     message = "A proof parameter is out of range."
     http_status = 422
 
-    def __init__(self, field: str, bound: str) -> None:
-        super().__init__(f"query.{field}: must be {bound}")
+    def __init__(self, field: str = "", bound: str = "in range") -> None:
+        super().__init__(f"query.{field}: must be {bound}" if field else "")
         self.field = field
 
 

@@ -31,7 +31,14 @@ from keelgate.audit._event import (
     page_in_stored_form,
     stored_event,
 )
-from keelgate.audit._leaf import LEAF_FIELDS, leaf_bytes, leaf_object, object_leaf_hash
+from keelgate.audit._leaf import (
+    LEAF_FIELDS,
+    MAX_SAFE_INTEGER,
+    i_json,
+    leaf_bytes,
+    leaf_object,
+    object_leaf_hash,
+)
 from keelgate.audit._memory import InMemoryAuditLog
 from keelgate.audit._merkle import (
     EMPTY_ROOT,
@@ -67,6 +74,7 @@ __all__ = [
     "EMPTY_ROOT",
     "GENESIS_HASH",
     "LEAF_FIELDS",
+    "MAX_SAFE_INTEGER",
     "AuditEvent",
     "AuditLog",
     "ChainReport",
@@ -88,6 +96,7 @@ __all__ = [
     "fast_canonical",
     "format_at",
     "format_checkpoint",
+    "i_json",
     "in_stored_form",
     "inclusion_proof",
     "leaf_bytes",

@@ -18,7 +18,10 @@ import rfc8785
 
 from keelgate.audit._merkle import leaf_hash
 
-__all__ = ["LEAF_FIELDS", "leaf_bytes", "leaf_object", "object_leaf_hash"]
+__all__ = ["LEAF_FIELDS", "MAX_SAFE_INTEGER", "i_json", "leaf_bytes", "leaf_object", "object_leaf_hash"]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer RFC 8785 carries (its numbers are IEEE 754 doubles, as I-JSON's)."""
 
 LEAF_FIELDS = ("v", "tenant_id", "seq", "at", "actor", "kind", "body")
 """The fields of every leaf object; a ``v`` 1 leaf adds ``prev_hash`` and ``hash``."""
@@ -50,6 +53,23 @@ def leaf_object(
         leaf["prev_hash"] = prev_hash
         leaf["hash"] = hash
     return leaf
+
+
+def i_json(value: Any) -> Any:
+    """``value`` with every integer beyond :data:`MAX_SAFE_INTEGER` as its decimal text.
+
+    I-JSON's (RFC 7493) advice for such numbers, so an event that quotes one (a tool's
+    argument, say) is still recorded, exactly, instead of failing the change it records.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return value
+    if isinstance(value, int):
+        return value if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER else str(value)
+    if isinstance(value, Mapping):
+        return {k: i_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [i_json(v) for v in value]
+    return value
 
 
 def leaf_bytes(leaf: Mapping[str, Any]) -> bytes:

@@ -165,6 +165,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "EMPTY_ROOT",
         "GENESIS_HASH",
         "LEAF_FIELDS",
+        "MAX_SAFE_INTEGER",
         "AuditEvent",
         "AuditLog",
         "ChainReport",
@@ -186,6 +187,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "fast_canonical",
         "format_at",
         "format_checkpoint",
+        "i_json",
         "in_stored_form",
         "inclusion_proof",
         "leaf_bytes",
@@ -424,6 +426,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
     "keelgate.testing.contract": [],
     "keelgate.testing.contract.audit": [
         "AuditLogContract",
+        "ChainedAuditLogContract",
         "LogFactory",
     ],
     "keelgate.testing.contract.checkpoint": [
