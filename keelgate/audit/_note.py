@@ -14,10 +14,10 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+if TYPE_CHECKING:  # imported where used: a workflow sandbox (Temporal's) re-imports the engine
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
     "Checkpoint",
@@ -82,6 +82,8 @@ def _key_id(name: str, public_key: bytes) -> bytes:
 
 
 def _raw_public(key: Ed25519PrivateKey) -> bytes:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
@@ -139,6 +141,9 @@ def open_note(note: str, keys: list[VerifierKey]) -> tuple[str, list[VerifierKey
     if split < 0 or not note.endswith("\n"):
         raise NoteError("not a signed note (no blank line before its signatures)")
     text, lines = note[: split + 1], note[split + 2 : -1].split("\n")
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     _check_text(text)
     by_id = {(k.name, k.key_id): k for k in keys}
     signed: list[VerifierKey] = []
