@@ -45,7 +45,9 @@ from keelgate.audit._merkle import (
     new_nodes,
     node_hash,
     range_nodes,
+    range_proof,
     root_from_nodes,
+    root_from_range,
     tree_root,
 )
 from keelgate.audit._note import (
@@ -99,7 +101,9 @@ __all__ = [
     "page_in_stored_form",
     "parse_checkpoint",
     "range_nodes",
+    "range_proof",
     "root_from_nodes",
+    "root_from_range",
     "sign_note",
     "stored_event",
     "tree_root",
