@@ -162,11 +162,14 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "__version__",
     ],
     "keelgate.audit": [
+        "BUNDLE_FORMAT",
         "EMPTY_ROOT",
         "GENESIS_HASH",
         "LEAF_FIELDS",
         "AuditEvent",
         "AuditLog",
+        "BundleError",
+        "BundleReport",
         "ChainReport",
         "Checkpoint",
         "HashReader",
@@ -177,6 +180,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "SqliteAuditLog",
         "StoredRow",
         "VerifierKey",
+        "build_bundle",
         "check_consistency",
         "check_inclusion",
         "compute_hash",
@@ -206,6 +210,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "tree_root",
         "verifier_key",
         "verify",
+        "verify_bundle",
         "verify_chain",
         "verify_rows",
     ],
@@ -518,3 +523,4 @@ def test_the_private_module_contract_lists_every_private_engine_module():
     (contract,) = [c for c in contracts if c["type"] == "forbidden" and "private engine module" in c["name"]]
     assert set(contract["forbidden_modules"]) == private
     assert len(private) > 40
+
