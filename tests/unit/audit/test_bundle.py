@@ -289,3 +289,21 @@ def test_build_bundle_refuses_what_could_not_verify():
         build_bundle(**common, note=log.note(), events=[])
     with pytest.raises(ValueError, match="no consistency proof from size 13"):
         build_bundle(**common, note=log.note(), events=log.leaves, consistency_from=[13])
+
+
+def test_every_reason_raised_is_documented_in_the_error_and_the_how_to():
+    """The reasons raised in the source, those BundleError's docstring lists and the how-to's table agree."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    source = (root / "keelgate" / "audit" / "_bundle.py").read_text(encoding="utf-8")
+    raised = set(re.findall(r'BundleError\(\s*"([a-z_]+)"', source))
+    docstring = BundleError.__doc__ or ""
+    listed = set(re.findall(r"``([a-z_]+)``(?=:|,|\s+\()", docstring))  # a code, then its meaning
+    page = (root / "docs" / "how-to" / "audit-verify.md").read_text(encoding="utf-8")
+    section = page.split("## What a failure means")[1].split("\n## ")[0]
+    first_column = [line.split(" | ")[0] for line in section.splitlines() if line.startswith("| `")]
+    tabled = {code for cell in first_column for code in re.findall(r"`([a-z_]+)`", cell)}
+    assert len(raised) > 20
+    assert raised == listed == tabled

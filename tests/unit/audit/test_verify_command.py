@@ -219,3 +219,24 @@ def test_running_the_command_in_process_leaves_keelgate_audit_verify_the_functio
     assert callable(keelgate.audit.verify)
     assert not isinstance(keelgate.audit.verify, type(keelgate))  # a function, not a module
     assert keelgate.audit.verify.__module__ == "keelgate.audit._verify"
+
+
+def test_the_how_to_shows_the_lines_the_command_prints(tmp_path):
+    """The how-to's ``ok`` and ``FAIL`` lines are the command's, but for names and numbers."""
+    import re
+
+    def shape(line: str) -> str:
+        return re.sub(r"\d+", "N", re.sub(r"signed by \S+ [0-9a-f]{8}", "signed by KEY", line.strip()))
+
+    page = (ROOT / "docs" / "how-to" / "audit-verify.md").read_text(encoding="utf-8")
+    shown = re.findall(r"^ok: .*$", page, re.MULTILINE) + re.findall(r"`(FAIL: seq \d+: [^`]+)`", page)
+    log = mixed_log()
+    kept = _file(tmp_path, "kept.checkpoint", log.note(6))
+    swapped = log.bundle()
+    swapped["events"][7], swapped["events"][9] = swapped["events"][9], swapped["events"][7]
+    printed = [
+        run(tmp_path, log.bundle()).stdout,
+        run(tmp_path, log.bundle(8, 12, consistency_from=[6]), "--previous", kept).stdout,
+        run(tmp_path, swapped).stderr,
+    ]
+    assert sorted(map(shape, shown)) == sorted(map(shape, printed))
