@@ -6,12 +6,13 @@ with that digest later proves the history up to it was not rewritten.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 
 from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key
+from audit.exports import export_bundle
 from audit.proofs import consistency, inclusion
 from audit.schemas import (
     AuditPageOut,
@@ -30,7 +31,9 @@ from audit.schemas import (
 from audit.selectors import audit_checkpoints, audit_digest, audit_events, audit_verify
 from sitekit.api import MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from sitekit.errors import NotFoundError
+from tenants.access import require_role
 from tenants.api_auth import API_AUTH, TenantQuery, caller_of
+from tenants.models import Role
 
 router = Router(tags=["audit"], auth=API_AUTH)
 
@@ -196,3 +199,33 @@ def proof_consistency(
 def key(request: HttpRequest, tenant: TenantQuery = None) -> VerifierKeyOut:
     caller = caller_of(request, tenant)
     return VerifierKeyOut(origin=log_origin(caller.tenant_id), vkey=str(log_verifier_key(caller.tenant_id)))
+
+
+EXPORT_PAGE = 5000
+"""Events per exported bundle from the API: a larger range is asked for page by page."""
+
+
+@router.get(
+    "/audit/export",
+    response=responses({200: dict[str, Any]}, (*READ_ERRORS, 403)),
+    summary="Export a bundle for offline verification",
+    description=(
+        "Admins: events `from_seq`..`to_seq` (default: to the newest) with a signed checkpoint, "
+        f"the hashes to its root and the verifier key, at most {EXPORT_PAGE} events a bundle "
+        "(a bundle ends at its `to_seq`: ask again from the next). `previous` (repeatable) adds "
+        "the consistency proof from a checkpoint size the auditor kept. Check it with "
+        "`python -m keelgate.audit.verify FILE`."
+    ),
+)
+def export(
+    request: HttpRequest,
+    from_seq: Annotated[int, Query(1, ge=1, le=MAX_ID)] = 1,
+    to_seq: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
+    previous: Annotated[list[int] | None, Query(None)] = None,
+    tenant: TenantQuery = None,
+) -> dict[str, Any]:
+    caller = caller_of(request, tenant)
+    require_role(caller.user, caller.tenant_id, Role.ADMIN)
+    return export_bundle(
+        caller.tenant_id, from_seq=from_seq, to_seq=to_seq, previous_sizes=previous or (), limit=EXPORT_PAGE
+    )

@@ -111,3 +111,17 @@ def test_another_tenants_log_is_not_reachable(api, keys, pending, pending_t2):
     if t1_size > t2_size:
         assert other.get("/audit/proof/inclusion", {"seq": t1_size}).status_code == 422
     assert other.get("/audit/key").json()["origin"].endswith("/keelgate/t2")
+
+
+def test_admins_export_a_bundle_that_verifies_and_viewers_cannot(api, keys, client, pending):
+    """GET /audit/export: an admin's bundle verifies with the engine; a viewer is refused."""
+    from keelgate.audit import verify_bundle
+
+    bundle = client.get("/audit/export").json()
+    report = verify_bundle(bundle, vkey=VerifierKey.parse(client.get("/audit/key").json()["vkey"]))
+    assert report.to_seq == len(client.get("/audit/events").json()["items"])
+    part = client.get("/audit/export", {"from_seq": 2, "to_seq": 3}).json()
+    assert [e["seq"] for e in part["events"]] == [2, 3]
+    verify_bundle(part)
+    assert api(keys.viewer).get("/audit/export").status_code == 403
+    assert client.get("/audit/export", {"from_seq": 0}).status_code == 422
