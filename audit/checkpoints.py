@@ -53,7 +53,7 @@ def sign_checkpoint(
         head = lock_head(tenant_id, wait=False)
         if head is None:
             return None
-        integrate_pending([tenant_id])  # under the lock this transaction holds
+        integrate_pending([tenant_id], drain=False)  # under the lock this transaction holds
         head.refresh_from_db()
         if head.seq == 0:
             return None

@@ -21,6 +21,7 @@ from django.db.models.functions import Coalesce
 
 from audit.checkpoints import sign_checkpoint
 from audit.models import ChainHead, Checkpoint
+from audit.tree import BATCH, pending_tenants
 from audit.wiring import integrate_pending
 
 __all__ = ["serve", "tick", "unsigned_tenants"]
@@ -42,11 +43,19 @@ def unsigned_tenants() -> list[str]:
 
 
 def tick(*, every: timedelta | None = None) -> tuple[int, int]:
-    """One pass over every tenant: (events sequenced, checkpoints signed)."""
+    """One pass over every tenant with pending events or an unsigned head: (events
+    sequenced, checkpoints signed). A checkpoint may follow each batch, so a backlog is
+    signed as it is worked off, not only at its end."""
     if every is None:
         every = timedelta(seconds=float(settings.KEELGATE_AUDIT_CHECKPOINT_INTERVAL))
-    sequenced = integrate_pending()
-    signed = sum(1 for t in unsigned_tenants() if sign_checkpoint(t, every=every) is not None)
+    sequenced = signed = 0
+    for tenant_id in sorted(set(pending_tenants()) | set(unsigned_tenants())):
+        while True:
+            n = integrate_pending([tenant_id], drain=False)
+            sequenced += n
+            signed += sign_checkpoint(tenant_id, every=every) is not None
+            if n < BATCH:
+                break
     return sequenced, signed
 
 

@@ -32,9 +32,11 @@ def audit_log(*, group: DjangoCommitGroup | None = None, clock: Clock | None = N
     return DjangoAuditLog(group=group, clock=clock)
 
 
-def integrate_pending(tenant_ids: Iterable[str] | None = None, *, wait: bool = False) -> int:
+def integrate_pending(
+    tenant_ids: Iterable[str] | None = None, *, wait: bool = False, drain: bool = True
+) -> int:
     """Sequence what is pending for ``tenant_ids`` (default: every tenant with pending
-    events); how many events it numbered.
+    events); how many events it numbered. Without ``drain``, one batch per tenant.
 
     Without ``wait`` a tenant another transaction is sequencing is skipped: that one
     numbers its events. Readers call this first, so a committed event is never missing
@@ -46,6 +48,6 @@ def integrate_pending(tenant_ids: Iterable[str] | None = None, *, wait: bool = F
         while True:
             n = integrate(tenant_id, wait=wait, announce=told)
             done += n
-            if n < BATCH:
+            if n < BATCH or not drain:
                 break
     return done
