@@ -52,7 +52,7 @@ def audit_events(
     first after the number ``after``, or newest first before it."""
     integrate_pending([tenant_id])
     listing = _NEWEST_FIRST if newest_first else AUDIT_EVENTS
-    rows = EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=False)
+    rows = EventRow.objects.filter(tenant_id=tenant_id)
     return listing.page(rows, filters, after=None if after is None else (after,), limit=limit)
 
 

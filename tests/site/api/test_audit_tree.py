@@ -106,8 +106,8 @@ def test_another_tenants_log_is_not_reachable(api, keys, pending, pending_t2):
     sign_checkpoint("t2")
     note = other.get("/audit/checkpoint").content.decode()
     assert "/keelgate/t2\n" in note and "/keelgate/t1" not in note
-    t1_size = AuditEvent.objects.filter(tenant_id="t1", seq__isnull=False).count()
-    t2_size = AuditEvent.objects.filter(tenant_id="t2", seq__isnull=False).count()
+    t1_size = AuditEvent.objects.filter(tenant_id="t1").count()
+    t2_size = AuditEvent.objects.filter(tenant_id="t2").count()
     if t1_size > t2_size:
         assert other.get("/audit/proof/inclusion", {"seq": t1_size}).status_code == 422
     assert other.get("/audit/key").json()["origin"].endswith("/keelgate/t2")
