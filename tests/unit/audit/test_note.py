@@ -179,10 +179,10 @@ def test_malformed_notes_are_refused(note: str, message: str) -> None:
         ("no newline", NAME, "ends with a newline"),
         ("a\x00b\n", NAME, "no other control character"),
         ("a\tb\n", NAME, "no other control character"),
-        (TEXT, "", "holds no space or '\\+'"),
-        (TEXT, "a b", "holds no space or '\\+'"),
-        (TEXT, "a+b", "holds no space or '\\+'"),
-        (TEXT, "a\u00a0b", "holds no space or '\\+'"),
+        (TEXT, "", "holds no space, '\\+' or control character"),
+        (TEXT, "a b", "holds no space, '\\+' or control character"),
+        (TEXT, "a+b", "holds no space, '\\+' or control character"),
+        (TEXT, "a\u00a0b", "holds no space, '\\+' or control character"),
     ],
 )
 def test_sign_note_refuses_what_no_reader_could_open(text: str, name: str, message: str) -> None:
@@ -326,3 +326,31 @@ def test_signatures_are_ed25519_over_the_text_bytes() -> None:
     public.verify(raw[4:], text.encode("utf-8"))
     with pytest.raises(InvalidSignature):
         public.verify(raw[4:], text.encode("utf-8") + b"\n")
+
+
+def test_a_control_character_anywhere_in_a_note_is_malformed() -> None:
+    """As Go's note.Open: a control character other than newline in a signature line, even an
+    unknown signer's, makes the whole note malformed."""
+    note = sign_note(TEXT, NAME, KEY) + "\u2014 odd\x01name " + base64.b64encode(b"\x00" * 68).decode() + "\n"
+    with pytest.raises(NoteError, match="no other control character"):
+        open_note(note, [verifier_key(NAME, KEY)])
+
+
+@pytest.mark.parametrize("name", ["a\x01b", "a\x7fb\x00", "\x1b[31m"])
+def test_a_key_name_with_a_control_character_is_refused(name: str) -> None:
+    """A name with a control character could sign no note Go opens: no key, note or parse takes it."""
+    with pytest.raises(NoteError, match="holds no space, '\\+' or control character"):
+        verifier_key(name, KEY)
+    with pytest.raises(NoteError, match="holds no space, '\\+' or control character"):
+        sign_note(TEXT, name, KEY)
+    with pytest.raises(NoteError, match="not name\\+keyid\\+base64"):
+        VerifierKey.parse(_vkey_text(name=name))
+
+
+def test_a_text_that_is_not_unicode_text_is_refused() -> None:
+    """A lone surrogate has no UTF-8 form: signing or opening such a text is a NoteError."""
+    with pytest.raises(NoteError, match="UTF-8"):
+        sign_note("a\ud800b\n", NAME, KEY)
+    note = "a\ud800b\n\n" + SIGNATURE
+    with pytest.raises(NoteError, match="UTF-8"):
+        open_note(note, [verifier_key(NAME, KEY)])
