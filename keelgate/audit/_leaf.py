@@ -75,12 +75,14 @@ def i_json(value: Any) -> Any:
 def leaf_bytes(leaf: Mapping[str, Any]) -> bytes:
     """The leaf's data: the object's RFC 8785 serialisation.
 
-    Raises ValueError for a value JCS cannot carry (an integer beyond ±2**53, a float
-    that is not finite), so such a body is refused when it is written, never hashed.
+    Raises ValueError for a value JCS cannot carry (an integer beyond ±(2**53 - 1), a
+    float that is not finite, a string with no UTF-8 form), so such a body is refused when
+    it is written, never hashed.
     """
     try:
         return rfc8785.dumps(dict(leaf))
-    except (rfc8785.CanonicalizationError, TypeError) as exc:
+    # UnicodeError: rfc8785 orders keys by their UTF-16 form, which a lone surrogate lacks.
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         raise ValueError(f"not representable in RFC 8785: {exc}") from exc
 
 
