@@ -170,3 +170,57 @@ def test_subclasses_of_json_types_are_written_as_rfc8785_writes_them() -> None:
 def test_floats_are_written_as_ecmascript_writes_them() -> None:
     """1.0 is 1, 1e21 is 1e+21, -0.0 is 0: JCS's number form, not Python's repr."""
     assert leaf_bytes({"f": [1.0, 1e21, 1e-7, -0.0, 0.1]}) == b'{"f":[1,1e+21,1e-7,0,0.1]}'
+
+
+@pytest.fixture
+def rfc8785_calls(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The values rfc8785.dumps is asked to write (it still writes them)."""
+    calls: list[Any] = []
+    real = rfc8785.dumps
+
+    def counted(value: Any) -> bytes:
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr(rfc8785, "dumps", counted)
+    return calls
+
+
+def test_an_event_without_floats_is_written_by_json_not_rfc8785(rfc8785_calls: list[Any]) -> None:
+    """Strings of any character (astral, control, U+2028), safe integers, booleans, null, lists,
+    nested objects: json's C encoder writes them, rfc8785 is not called."""
+    value = {
+        "v": 2,
+        "body": {"s": "".join(SPECIAL_CHARACTERS), "n": [SAFE, -SAFE, 0], "ok": True, "none": None},
+        "\u00e9\uffff": ("tuple", {"\ue000": []}),
+    }
+    expected = rfc8785.dumps(value)
+    rfc8785_calls.clear()
+    assert leaf_bytes(value) == expected
+    assert rfc8785_calls == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"f": 1.5},
+        {"b": {"f": [0.0]}},
+        {"n": SAFE + 1},
+        {"n": [-SAFE - 1]},
+        {"\U0001f600": 1},
+        {"o": {"x\U00010000": 1}},
+        {"c": Colour.RED},
+        {"m": Mood.CALM},
+        {"o": OrderedDict(a=1)},
+        {"s": "\ud800"},
+        {"k": {1: 1}},
+        {"d": Decimal(1)},
+    ],
+)
+def test_what_json_would_write_otherwise_goes_to_rfc8785(
+    rfc8785_calls: list[Any], value: dict[str, Any]
+) -> None:
+    """A float, an unsafe integer, a key above U+FFFF, a subclass or another type, a lone
+    surrogate: rfc8785 writes (or refuses) the leaf."""
+    _outcome(leaf_bytes, value)
+    assert len(rfc8785_calls) == 1
