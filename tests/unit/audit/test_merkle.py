@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from keelgate.audit import (
     EMPTY_ROOT,
     ProofError,
+    TreeBuilder,
     check_consistency,
     check_inclusion,
     consistency_proof,
@@ -278,6 +279,16 @@ def test_appends_in_batches_store_every_complete_subtree_once(batches: list[int]
     assert set(log.stored) == expected
     for (lvl, idx), h in log.stored.items():
         assert h == mth(idx << lvl, (idx + 1) << lvl)
+
+
+def test_a_tree_builder_grows_the_stored_tree() -> None:
+    """Leaf by leaf to 600, TreeBuilder.add answers with new_nodes's subtrees and its root is MTH."""
+    builder = TreeBuilder()
+    assert (builder.size, builder.root()) == (0, EMPTY_ROOT)
+    for i in range(600):
+        leaf = leaf_hash(ENTRIES[i])
+        assert builder.add(leaf) == new_nodes(i, [leaf], LOG.read), i
+        assert (builder.size, builder.root()) == (i + 1, mth(0, i + 1)), i
 
 
 def test_new_nodes_of_an_empty_batch_is_empty() -> None:
