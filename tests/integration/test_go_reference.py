@@ -220,3 +220,11 @@ def test_go_refuses_proofs_against_another_checkpoint() -> None:
     doc = _good()
     _refused({**doc, "note": TREE.note(99)}, "inclusion of leaf 37 in 99")
     _refused({**doc, "note": TREE.note(99), "inclusion": []}, "consistency of 60 with 99")
+
+
+def test_go_reads_a_checkpoint_with_extension_lines() -> None:
+    """C2SP extension lines after the root are signed with it and do not change the proofs' check."""
+    text = format_checkpoint(Checkpoint(ORIGIN, 100, tree_root(100, TREE.read), ("ext one", "\u2014 two")))
+    checked = go_check(_good(note=sign_note(text, NAME, KEY)))
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines()[0] == f"ok note: {ORIGIN}, size 100, signed by {NAME}"
