@@ -108,7 +108,8 @@ def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = 
         TreeNode.objects.bulk_create(
             [TreeNode(tenant_id=tenant_id, level=lv, index=i, hash=h) for lv, i, h in made], batch_size=500
         )
-        PendingEvent.objects.filter(tenant_id=tenant_id, id__lte=pending[-1].id).delete()
+        # Exactly the rows read: one committed meanwhile with a lower id waits for the next batch.
+        PendingEvent.objects.filter(id__in=[row.id for row in pending]).delete()
         moved = ChainHead.objects.filter(tenant_id=tenant_id, seq=size).update(seq=new_size, root=root.hex())
         if moved != 1:  # the lock makes this impossible; refuse rather than fork the tree
             raise RuntimeError(f"tenant {tenant_id}: the log's head moved while it was locked")
