@@ -9,9 +9,9 @@ from django.db import connection
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
-from audit.models import AuditEvent
 from runs.engine.loops import commit_group
 from runs.models import Checkpoint, Run, RunStatus
+from tests.site._audit import logged
 from tests.site.runs._batch import require_postgres
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,7 +19,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def _decided_kinds() -> list[str]:
     return list(
-        AuditEvent.objects.filter(tenant_id="t1", kind__in=["approval.decided", "run.status"])
+        logged()
+        .filter(tenant_id="t1", kind__in=["approval.decided", "run.status"])
         .order_by("seq")
         .values_list("kind", flat=True)
     )
