@@ -1,7 +1,9 @@
 """The inbox API: approvals to decide and unknown outcomes to reconcile.
 
 Decisions go through the same services as the console (same rules, same audit events,
-attributed to the key's or the session's user). Deciding an approval that is settled is
+attributed to the key's or the session's user); each event also says how the decision
+came: ``api`` with the key's id, or ``console`` for the browser's session, and from which
+address (``tenants.auditing.decision_context``). Deciding an approval that is settled is
 409 in words true of how it was settled: ``approval_already_decided`` naming who decided
 it, ``approval_expired`` when its deadline denied it, ``approval_withdrawn`` naming who
 cancelled its run (``Approval.settled_error``).
@@ -37,6 +39,7 @@ from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH as AUTH
 from tenants.api_auth import TenantQuery, caller_of
+from tenants.auditing import decision_context
 
 router = Router(tags=["inbox"], auth=AUTH)
 
@@ -104,6 +107,7 @@ def _bulk(
         user=caller.user,
         decision=decision,
         note=note,
+        context=decision_context(request),
     )
     return BulkDecideOut(
         results=[
@@ -158,6 +162,7 @@ def approve(
         arguments=payload.arguments if payload is not None else None,
         seen=payload.arguments_hash if payload is not None else None,
         confirmed=payload.confirm_high_impact if payload is not None else False,
+        context=decision_context(request),
     )
     return approval_out(row)
 
@@ -184,6 +189,7 @@ def deny(
         user=caller.user,
         decision="deny",
         note=payload.note,
+        context=decision_context(request),
     )
     return approval_out(row)
 
@@ -211,6 +217,7 @@ def cancel_run(
         run_id=run_id,
         user=caller.user,
         note=payload.note if payload is not None else "",
+        context=decision_context(request),
     )
     return run_out(run)
 
@@ -264,5 +271,6 @@ def reconcile(
         executed=payload.executed,
         note=payload.note,
         result=payload.result,
+        context=decision_context(request),
     )
     return unknown_outcome_out(item)

@@ -33,6 +33,7 @@ from keelgate.errors import (
     OutcomeAlreadySettledError,
     RunFinishedError,
 )
+from keelgate.loop import DecisionContext
 from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
 from runs.engine.loops import build_loop, commit_group
@@ -58,13 +59,15 @@ def approval_decide(
     arguments: Mapping[str, Any] | None = None,
     seen: str | None = None,
     confirmed: bool = False,
+    context: DecisionContext | None = None,
 ) -> Approval:
     """Approve or deny one pending approval as ``user``.
 
     ``seen`` is the hash of the arguments the person was shown (the card's, the API
     caller's): other arguments are ApprovalStaleError. ``arguments`` edits the call
     before approving it: the answer is then the edited call's approval, a new row.
-    ``confirmed`` is the deliberate second step a high-impact call needs.
+    ``confirmed`` is the deliberate second step a high-impact call needs. ``context``
+    says how the decision came (``tenants.auditing.decision_context``), for its event.
 
     An approval its deadline escalated is decided only by someone with at least the
     escalation role: ApprovalEscalatedError (403 ``approval_escalated``) otherwise, also
@@ -103,9 +106,18 @@ def approval_decide(
                     seen=seen,
                     confirmed=confirmed,
                     roles=roles,
+                    context=context,
                 )
             else:
-                loop.deny(tenant_id, approval.run_id, approval.action_id, by=by, note=note, roles=roles)
+                loop.deny(
+                    tenant_id,
+                    approval.run_id,
+                    approval.action_id,
+                    by=by,
+                    note=note,
+                    roles=roles,
+                    context=context,
+                )
         except ApprovalExpiredError:
             # The engine has just saved the expiry (denied, audited): keep it, then say so.
             expired = True
@@ -134,6 +146,7 @@ def unknown_reconcile(
     executed: bool,
     note: str,
     result: Mapping[str, Any] | None = None,
+    context: DecisionContext | None = None,
 ) -> UnknownOutcome:
     """Settle an unknown outcome as executed or not, as ``user``, with a required note.
 
@@ -154,7 +167,14 @@ def unknown_reconcile(
             raise OutcomeAlreadySettledError(item.settled_by)
         by = user.get_username()
         build_loop(item.agent, group=group).reconcile_now(
-            tenant_id, item.run_id, item.action_id, executed=executed, by=by, note=note, result=result
+            tenant_id,
+            item.run_id,
+            item.action_id,
+            executed=executed,
+            by=by,
+            note=note,
+            result=result,
+            context=context,
         )
         item.refresh_from_db()
         run_requeue(tenant_id=tenant_id, run_id=item.run_id, by=by, group=group)
@@ -184,7 +204,9 @@ CANCELLABLE = (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.STOPPED)
 """Statuses in which no worker holds the run: a cancel applies at once."""
 
 
-def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run:
+def run_cancel(
+    *, tenant_id: str, run_id: str, user: Any, note: str = "", context: DecisionContext | None = None
+) -> Run:
     """Cancel a run as ``user``: it stops for good and its pending approvals are withdrawn.
 
     A run nobody drives (queued, waiting, stopped) is cancelled at once, in one
@@ -195,6 +217,7 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
     """
     require_role(user, tenant_id, Role.APPROVER)
     by = user.get_username()
+    how = context.fields() if context is not None else {}
     with transaction.atomic():
         # The run's inbox rows first, then the run: the order a decision takes its locks in.
         list(Approval.objects.select_for_update().filter(tenant_id=tenant_id, run_id=run_id).order_by("pk"))
@@ -209,20 +232,23 @@ def run_cancel(*, tenant_id: str, run_id: str, user: Any, note: str = "") -> Run
             if not run.cancel_requested_by:
                 Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)
                 audit_log().append(
-                    tenant_id, actor=by, kind="run.cancel_requested", body={"run_id": run_id, "note": note}
+                    tenant_id,
+                    actor=by,
+                    kind="run.cancel_requested",
+                    body={"run_id": run_id, "note": note, **how},
                 )
             run.refresh_from_db()
             return run
         Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)  # who, for the runs list
         loop = build_loop(run.agent)
         if loop.checkpoints.load(tenant_id, run_id) is not None:
-            loop.cancel(tenant_id, run_id, by=by, note=note)
+            loop.cancel(tenant_id, run_id, by=by, note=note, context=context)
         else:  # queued, never started: there is no state to stop, only the run to close
             audit_log().append(
                 tenant_id,
                 actor=by,
                 kind="run.cancelled",
-                body={"run_id": run_id, "note": note, "withdrawn": []},
+                body={"run_id": run_id, "note": note, "withdrawn": [], "withdrawn_calls": [], **how},
             )
         run_move(
             tenant_id=tenant_id,
@@ -284,6 +310,7 @@ def approvals_decide_bulk(
     user: Any,
     decision: Decision,
     note: str = "",
+    context: DecisionContext | None = None,
 ) -> list[BulkResult]:
     """Decide each chosen approval as ``user``, each in its own transaction.
 
@@ -315,6 +342,7 @@ def approvals_decide_bulk(
                 decision=decision,
                 note=note,
                 seen=seen,
+                context=context,
             )
         except KeelgateError as exc:
             results.append(BulkResult(row.pk, row.tool, row.run_id, "refused", exc.code, exc.detail or ""))

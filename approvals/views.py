@@ -46,6 +46,7 @@ from keelgate.errors import KeelgateError, error_from_code
 from sitekit.console_errors import Level, refusal_line, refusal_or_raise
 from sitekit.errors import NotFoundError
 from sitekit.pages import console_page, flash_refusal
+from tenants.auditing import decision_context
 from tenants.selectors import memberships, tenant_ids
 
 
@@ -111,6 +112,7 @@ def bulk_decide(request: HttpRequest) -> HttpResponse:
             user=request.user,
             decision="approve" if decision == "approve" else "deny",
             note=note,
+            context=decision_context(request),
         )
     except KeelgateError as exc:  # refused as a whole (a deny without a reason)
         told = refusal_or_raise(exc)
@@ -201,6 +203,7 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
             arguments=form.arguments,
             seen=form.seen,
             confirmed=form.confirmed,
+            context=decision_context(request),
         )
     except KeelgateError as exc:
         return _refused(request, entry, exc, typed=form.typed)
@@ -231,7 +234,13 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     back = reverse("run", args=[tenant_id, run_id])
     note = request.POST.get("note", "")[:NOTE_MAX]
     try:
-        run = run_cancel(tenant_id=tenant_id, run_id=run_id, user=request.user, note=note)
+        run = run_cancel(
+            tenant_id=tenant_id,
+            run_id=run_id,
+            user=request.user,
+            note=note,
+            context=decision_context(request),
+        )
     except KeelgateError as exc:
         flash_refusal(request, exc)
         return HttpResponseRedirect(back, status=303)
@@ -269,6 +278,7 @@ def reconcile(request: HttpRequest, pk: int) -> HttpResponse:
             executed=form.executed,
             note=form.note,
             result=form.result,
+            context=decision_context(request),
         )
     except KeelgateError as exc:
         return _refused(request, entry, exc, typed=form.typed)

@@ -3,10 +3,19 @@
 The chain is written in many places (the engine's loop, gateway and decisions, the
 LangGraph node, the site's run services, webhooks, the login throttle), and read in as
 many (the audit page, the API, webhooks, email, metrics, spans). A reader must not
-guess what exists: this list is the one answer. ``tests/site/audit/test_kinds.py``
-reads the product's source and fails when a kind is written that the list lacks, or
-listed that nothing writes; the audit page shows each kind in words
-(:mod:`audit.presentation`), and the docs' reference lists them from here.
+guess what exists: this list is the one answer, with every field a body of each kind
+may hold. ``tests/site/audit/test_kinds.py`` reads the product's source and fails when a
+kind is written that the list lacks, or listed that nothing writes, or when a body
+written in the source names a field its kind does not list;
+``tests/site/audit/test_kind_fields.py`` drives runs through the console, the API and
+the worker and fails on any body field, however built, that its kind does not list. The
+audit page shows each kind in words (:mod:`audit.presentation`), and the docs' reference
+lists the kinds and their fields from here.
+
+An event about a call names it by ``arguments_hash``; its ``arguments`` (and the tool's
+``impact`` line, drawn from them) are written only for the tenants of
+``KEELGATE_AUDIT_ARGUMENTS`` (:mod:`tenants.auditing` says why a setting). A person's
+decision says how it came: ``via``, ``key_id``, ``address``.
 
 The engine cannot import this app, so its kinds are named here rather than there; the
 test keeps the two honest.
@@ -21,119 +30,255 @@ __all__ = ["EVENT_KINDS", "EventKind"]
 
 @dataclass(frozen=True)
 class EventKind:
-    """One kind of event: its name, where it is written, and what it records."""
+    """One kind of event: its name, where it is written, what it records, and its body's fields."""
 
     name: str
     written_by: tuple[str, ...]
     """The modules (or packages) that append it, dotted."""
     meaning: str
     """One sentence: what happened when this event was written."""
+    fields: dict[str, str]
+    """Every field its body may hold, with what it says (one line each). A field may be
+    absent: written only when it applies, or by an older version."""
 
+
+# The fields several kinds share.
+
+_RUN = {"run_id": "The run."}
+_CALL = {
+    **_RUN,
+    "action_id": "The planned call, by its id in the run.",
+    "tool": "The tool it calls.",
+}
+_KEY = {"idempotency_key": "The call's idempotency key (derived from its arguments)."}
+_NAMED = {
+    "arguments_hash": "The SHA-256 of the call's canonical JSON arguments: the exact call, as the API's"
+    " `arguments_hash` names it.",
+    "arguments": "The call's arguments; only for a tenant of `KEELGATE_AUDIT_ARGUMENTS`.",
+    "impact": 'The tool\'s plain-words line for the call ("sell 150 ACME"), drawn from its arguments: with'
+    " them only, when the tool has one.",
+}
+_HOW = {
+    "via": "How the decision came: `console` (a signed-in session), `api` (an API key), `chat`; absent"
+    " when the caller did not say.",
+    "key_id": "The API key's id, with `via` `api` (never its secret).",
+    "address": "The client's address as the site saw it (its peer, or the proxy's report with"
+    " `--proxy-headers`).",
+}
+_NOTE = {"note": "The person's note (required for a denial and a reconcile)."}
+_HIGH = {
+    "high_impact": "The policy marked the call high impact.",
+    "high_impact_confirmed": "The person gave the deliberate second confirmation a high-impact call needs.",
+}
 
 _KINDS = (
     # A run's life.
     EventKind(
         "run.requested",
         ("runs.services",),
-        "A person or an API client asked an agent for a run (its agent and goal); the run is queued.",
+        "A person or an API client asked an agent for a run; the run is queued.",
+        {**_RUN, "agent": "The agent asked to run."},
     ),
     EventKind(
         "run.started",
         ("keelgate.loop", "runs.engine.graphs"),
         "The run saved its first checkpoint (the loop's, or a graph agent's).",
+        {
+            **_RUN,
+            "loop_type": "`task`, `verification` or `monitor` (the loop's runs).",
+            "side_effects_opt_in": "The side effects a monitor's caller opted in to beyond READ.",
+            "graph": "True for a LangGraph agent's run.",
+        },
     ),
     EventKind(
         "run.status",
         ("runs.services",),
         "The run's status changed (queued, running, waiting, stopped, done, cancelled), with the worker"
         " or person that moved it.",
+        {
+            **_RUN,
+            "status": "The status it moved to.",
+            "reason": "Why: `claimed`, `resumed`, `cancelled`, ...",
+        },
     ),
     EventKind(
         "run.resumed",
         ("runs.services",),
         "A person resumed a stopped run, perhaps with new limits; it is queued again.",
+        {**_RUN, "limits": "The new limits given, by name (empty: the same ones)."},
     ),
     EventKind(
         "run.cancel_requested",
         ("approvals.services",),
         "Someone asked a running run to stop; the worker stops it at its next step.",
+        {**_RUN, **_NOTE, **_HOW},
     ),
     EventKind(
         "run.cancelled",
         ("keelgate.loop", "approvals.services"),
         "The run was cancelled; approvals it was waiting for were withdrawn.",
+        {
+            **_RUN,
+            **_NOTE,
+            "withdrawn": "The ids of the calls whose approvals were withdrawn.",
+            "withdrawn_calls": "Each withdrawn call: `action_id`, `tool`, `arguments_hash` (and `arguments`,"
+            " `impact` as above).",
+            **_HOW,
+        },
     ),
     EventKind(
         "run.stopped",
         ("keelgate.loop",),
         "The loop stopped, and why: its goal reached, a limit hit, an approval or an unknown outcome"
         " to wait for, or an error.",
+        {
+            **_RUN,
+            "reason": "The stop reason (`goal_reached`, `approval_pending`, `outcome_unknown`, ...).",
+            "seq": "The checkpoint that recorded the stop.",
+            "error": "The error's code, if an error stopped it.",
+        },
     ),
     # The loop's steps.
     EventKind(
         "loop.planned",
         ("keelgate.loop",),
         "The planner chose the next calls (or an answer), saved before any of them runs (write-ahead).",
+        {
+            **_RUN,
+            "iteration": "The plan step's number.",
+            "actions": "Each call planned: `action_id`, `tool`, `idempotency_key` (never arguments).",
+            "final_answer": "True if the planner answered instead of calling tools.",
+        },
     ),
     EventKind(
         "loop.reconciled",
         ("keelgate.loop", "keelgate.contrib.langgraph"),
         "A call whose outcome was unknown was settled as executed or not executed, by a person or an"
         " outcome confirmer.",
+        {
+            **_CALL,
+            **_NAMED,
+            "source": "Who settled it: `human`, `confirmer`, or `idempotency_store` (the call's own record).",
+            "verdict": "`executed` or `not_executed`.",
+            **_NOTE,
+            "result_recorded": "A downstream record (such as an order id) was given as the call's output.",
+            **_HOW,
+        },
     ),
     EventKind(
         "graph.interrupted",
         ("keelgate.contrib.langgraph",),
         "A LangGraph agent paused at a gated call until a person answers (an approval or an unknown"
         " outcome).",
+        {**_CALL, "why": "`approval` or `unknown_outcome`."},
     ),
     EventKind(
         "gateway.call",
         ("keelgate.gateway",),
         "The gateway finished a tool call: done, denied, failed or unknown.",
+        {
+            **_CALL,
+            **_KEY,
+            **_NAMED,
+            "status": "The call's outcome: `done`, `denied`, `error`, `unknown`, `abandoned`.",
+            "code": "The error code, if it did not succeed.",
+            "replayed": "True if its key had completed before: the stored result, nothing run again.",
+        },
     ),
     # Approvals.
     EventKind(
         "approval.requested",
         ("keelgate.gateway",),
         "A call waits for people to approve it (and says how many).",
+        {
+            **_CALL,
+            **_KEY,
+            **_NAMED,
+            "required": "How many different people must approve it.",
+            "high_impact": _HIGH["high_impact"],
+        },
     ),
     EventKind(
         "approval.decided",
         ("keelgate.loop",),
         "Someone approved a waiting call (or cast one vote of several) or denied it, with their note.",
+        {
+            **_CALL,
+            "decision": "`approve` or `deny`.",
+            "approvals": "Approvals it has now (approve).",
+            "required": "Approvals it needs (approve).",
+            **_NOTE,
+            **_NAMED,
+            **_HIGH,
+            **_HOW,
+        },
     ),
     EventKind(
         "approval.edited",
         ("keelgate.loop",),
         "Someone changed a waiting call's arguments before approving: the proposal is denied, and the"
         " edited call, a new action with its own key, replaces it.",
+        {
+            **_CALL,
+            "new_action_id": "The edited call, a new action (approved by the editor).",
+            "original_hash": "The `arguments_hash` of the proposal.",
+            "edited_hash": "The `arguments_hash` of the edited call.",
+            "changed": "The names of the fields that changed.",
+            "changes": "Each changed field's `old` and `new` value; with `arguments` only.",
+            "arguments": "The proposal's arguments; only for a tenant of `KEELGATE_AUDIT_ARGUMENTS`.",
+            "edited_arguments": "The edited call's arguments; with `arguments` only.",
+            "impact": "The proposal's plain-words line; with `arguments` only.",
+            "edited_impact": "The edited call's plain-words line; with `arguments` only.",
+            **_NOTE,
+            **_HIGH,
+            **_HOW,
+        },
     ),
     EventKind(
         "approval.expiring",
         ("keelgate.loop",),
         "A waiting call's deadline is near: the people who can decide were warned.",
+        {
+            **_CALL,
+            "expires_at": "The deadline (ISO 8601).",
+            "escalates_to": "The role the call goes to when it passes, if its policy escalates.",
+        },
     ),
     EventKind(
         "approval.escalated",
         ("keelgate.loop",),
         "A deadline passed and the call went to a higher role with a new deadline.",
+        {
+            **_CALL,
+            "escalated_to": "The role that decides it now.",
+            "expires_at": "The new deadline (ISO 8601).",
+            "previous_expires_at": "The deadline that passed.",
+        },
     ),
     EventKind(
         "approval.expired",
         ("keelgate.gateway", "keelgate.loop"),
         "A deadline passed without a decision: the call was denied (fail closed).",
+        {**_CALL, **_KEY, **_NAMED},
     ),
     # The tenant's settings and its front door.
     EventKind(
         "webhook.registered",
         ("notifications.webhooks.services",),
         "An admin registered a webhook endpoint (its host and events; never its secret).",
+        {
+            "endpoint_id": "The endpoint's id.",
+            "host": "The receiver's host name (never the URL's path or query).",
+            "events": "The webhook events it wants (empty: all).",
+            "include_arguments": "The tenant opted in to send it a call's arguments.",
+            "from_seq": "The chain's head when it was registered: it hears of later events only.",
+        },
     ),
     EventKind(
         "auth.locked_out",
         ("audit.lockouts",),
         "Too many wrong passwords locked a member's login out (the username and address).",
+        {"username": "The member's username.", "ip_address": "The address the attempts came from."},
     ),
 )
 

@@ -125,6 +125,47 @@ class _Body:
         value = self.body.get(key)
         return len(value) if isinstance(value, list) else 0
 
+    def call(self, *, hashed: bool = False) -> str:
+        """The call an event is about, in words: the tool's ``impact`` line, else its
+        ``arguments``, else (with ``hashed``) the start of its ``arguments_hash``; or ""."""
+        if self.has("impact"):
+            return self.text("impact")
+        arguments = self.body.get("arguments")
+        if isinstance(arguments, Mapping) and arguments:
+            return _short(", ".join(f"{k}={_value(v)}" for k, v in sorted(arguments.items(), key=str)))
+        if hashed and self.has("arguments_hash"):
+            return f"arguments {self.text('arguments_hash')[:12]}…"
+        return ""
+
+    def how(self) -> str:
+        """How a decision came (" via API key 12 from 10.0.0.4"), or "" when the body does not say."""
+        via = self.body.get("via")
+        if via == "api":
+            said = f" via API key {self.text('key_id')}" if self.has("key_id") else " via the API"
+        elif via == "console":
+            said = " in the console"
+        elif self.has("via"):
+            said = f" via {self.text('via')}"
+        else:
+            said = ""
+        return said + (f" from {self.text('address')}" if self.has("address") else "")
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _colon(what: str) -> str:
+    return f": {what}" if what else ""
+
+
+def _paren(what: str) -> str:
+    return f" ({what})" if what else ""
+
 
 def _started(b: _Body) -> str:
     how = "a graph" if b.body.get("graph") is True else f"a {b.text('loop_type', 'loop')} loop"
@@ -151,7 +192,7 @@ def _resumed(b: _Body) -> str:
 def _cancelled(b: _Body) -> str:
     n = b.count("withdrawn")
     withdrawn = f", {n} waiting approval{'s' if n != 1 else ''} withdrawn" if n else ""
-    return f"Run cancelled{withdrawn}.{b.note()}"
+    return f"Run cancelled{withdrawn}{b.how()}.{b.note()}"
 
 
 def _stopped(b: _Body) -> str:
@@ -172,25 +213,49 @@ def _planned(b: _Body) -> str:
 
 def _reconciled(b: _Body) -> str:
     verdict = b.text("verdict").replace("_", " ")
-    return f"Outcome of {b.text('tool')} settled: {verdict} (from {b.text('source')}).{b.note()}"
+    what = _paren(b.call(hashed=True))
+    return (
+        f"Outcome of {b.text('tool')}{what} settled: {verdict} (from {b.text('source')}){b.how()}.{b.note()}"
+    )
 
 
 def _call(b: _Body) -> str:
     code = f" ({b.text('code')})" if b.has("code") else ""
     replayed = ", replayed" if b.body.get("replayed") is True else ""
-    return f"{b.text('tool')}: {b.text('status')}{code}{replayed}."
+    return f"{b.text('tool')}{_paren(b.call())}: {b.text('status')}{code}{replayed}."
+
+
+def _requested(b: _Body) -> str:
+    high = " High impact." if b.body.get("high_impact") is True else ""
+    return f"{b.text('tool')} waits for {b.text('required', '1')} approval(s){_colon(b.call())}.{high}"
 
 
 def _decided(b: _Body) -> str:
+    what = _colon(b.call(hashed=True))
     if b.body.get("decision") == "deny":
-        return f"{b.text('tool')} denied.{b.note()}"
+        return f"{b.text('tool')} denied{what}{b.how()}.{b.note()}"
     votes = f" ({b.text('approvals')} of {b.text('required')})" if b.has("approvals") else ""
-    return f"{b.text('tool')} approved{votes}.{b.note()}"
+    confirmed = ", high impact confirmed" if b.body.get("high_impact_confirmed") is True else ""
+    return f"{b.text('tool')} approved{votes}{what}{confirmed}{b.how()}.{b.note()}"
 
 
 def _edited(b: _Body) -> str:
-    changed = f": changed {b.text('changed')}" if b.has("changed") else ""
-    return f"{b.text('tool')} edited before approval{changed}.{b.note()}"
+    changes = b.body.get("changes")
+    if isinstance(changes, Mapping) and changes:
+        steps = [
+            f"{k} {_value(c.get('old'))} → {_value(c.get('new'))}"
+            for k, c in sorted(changes.items(), key=str)
+            if isinstance(c, Mapping)
+        ]
+        changed = f": {_short(', '.join(steps))}"
+    else:
+        changed = f": changed {b.text('changed')}" if b.has("changed") else ""
+    confirmed = ", high impact confirmed" if b.body.get("high_impact_confirmed") is True else ""
+    return f"{b.text('tool')} edited before approval{changed}{confirmed}{b.how()}.{b.note()}"
+
+
+def _expired(b: _Body) -> str:
+    return f"Deadline passed: {b.text('tool', 'the call')}{_paren(b.call())} denied (fail closed)."
 
 
 def _expiring(b: _Body) -> str:
@@ -215,19 +280,19 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "run.started": _started,
     "run.status": _status,
     "run.resumed": _resumed,
-    "run.cancel_requested": lambda b: f"Cancel requested; the run stops at its next step.{b.note()}",
+    "run.cancel_requested": lambda b: f"Cancel requested{b.how()}; the run stops at its next step.{b.note()}",
     "run.cancelled": _cancelled,
     "run.stopped": _stopped,
     "loop.planned": _planned,
     "loop.reconciled": _reconciled,
     "graph.interrupted": lambda b: f"Graph paused at {b.text('tool')} for a person's {b.text('why')}.",
     "gateway.call": _call,
-    "approval.requested": lambda b: f"{b.text('tool')} waits for {b.text('required', '1')} approval(s).",
+    "approval.requested": _requested,
     "approval.decided": _decided,
     "approval.edited": _edited,
     "approval.expiring": _expiring,
     "approval.escalated": _escalated,
-    "approval.expired": lambda b: f"Deadline passed: {b.text('tool', 'the call')} denied (fail closed).",
+    "approval.expired": _expired,
     "webhook.registered": _registered,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
 }

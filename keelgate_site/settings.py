@@ -261,6 +261,14 @@ KEELGATE_NOTIFICATION_CHANNELS = [
 ]
 """Dotted paths of the channels ``keelgate_notify`` runs each pass, in order (notifications/passes.py)."""
 
+KEELGATE_AUDIT_ARGUMENTS = [
+    t.strip() for t in os.environ.get("KEELGATE_AUDIT_ARGUMENTS", "").split(",") if t.strip()
+]
+"""Tenant slugs (comma-separated; ``*`` for every tenant) whose audit events carry a call's
+arguments and impact line in the clear; every other tenant's name a call by its
+``arguments_hash`` only. The chain cannot be edited afterwards, so this is the operator's
+choice, made where the deployment is, and read with no query (tenants/auditing.py)."""
+
 # -- Webhooks (notifications/webhooks/) -------------------------------------------------
 
 KEELGATE_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_TIMEOUT_SECONDS", "10"))

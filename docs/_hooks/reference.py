@@ -9,7 +9,7 @@
   site (``sitekit.errors``): code, HTTP status, wording;
 - ``reference/audit-events.md``: every audit event kind the product writes, from the one
   list of them, ``audit.kinds.EVENT_KINDS`` (its test scans the source), with what each
-  records and the modules that write it;
+  records, the modules that write it and a table of its body's fields;
 - ``changelog.md``: the repository's ``CHANGELOG.md``.
 
 Anything found in the code without a description (or described but no longer found) is
@@ -364,8 +364,10 @@ def errors_page() -> str:
 
 
 def audit_page() -> str:
-    """``audit.kinds.EVENT_KINDS`` as a table: that list is pinned to the source by
-    ``tests/site/audit/test_kinds.py``, so the page only checks that every row is complete."""
+    """``audit.kinds.EVENT_KINDS`` as a table, then each kind's body fields: that list is pinned
+    to the source by ``tests/site/audit/test_kinds.py`` (kinds, and the fields bodies name
+    there) and ``test_kind_fields.py`` (the fields bodies are written with), so the page only
+    checks that every row is complete."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from audit.kinds import EVENT_KINDS
@@ -377,21 +379,37 @@ def audit_page() -> str:
         "",
         "Generated at build time from `audit/kinds.py`, the one list of the kinds the product",
         "writes to a tenant's audit chain (a test reads the source and fails on a kind missing",
-        "there), with the modules that write each. Every event also carries its sequence number,",
-        "time, actor and hash link; bodies never hold tool arguments or outputs unless the row",
-        "says so. [Concepts](../concepts.md#the-audit-chain) explains the chain.",
+        "there), with the modules that write each and every field its body may hold (tests fail",
+        "on a field written that the list lacks). Every event also carries its sequence number,",
+        "time, actor and hash link. An event about a call names it by `arguments_hash`; its",
+        "arguments, and the tool's impact line drawn from them, are written only for the tenants",
+        "of `KEELGATE_AUDIT_ARGUMENTS` ([settings](settings.md)); a tool's output never is. A",
+        "person's decision says how it came: `via`, `key_id`, `address`.",
+        "[Concepts](../concepts.md#the-audit-chain) explains the chain.",
         "",
         "| kind | what happened | written by |",
         "| --- | --- | --- |",
     ]
+    sections: list[str] = []
     for kind in EVENT_KINDS.values():
         meaning = " ".join(kind.meaning.split())
         if not meaning:
             log.warning("audit kind %s has no meaning in audit/kinds.py", kind.name)
         if not kind.written_by:
             log.warning("audit kind %s names no module that writes it in audit/kinds.py", kind.name)
+        if not kind.fields:
+            log.warning("audit kind %s lists no body fields in audit/kinds.py", kind.name)
+        anchor = kind.name.replace(".", "-").replace("_", "-")
         writers = ", ".join(f"`{w}`" for w in kind.written_by)
-        lines.append(f"| `{kind.name}` | {_md(meaning)} | {writers} |")
+        lines.append(f"| [`{kind.name}`](#{anchor}) | {_md(meaning)} | {writers} |")
+        sections += [f"### `{kind.name}` {{ #{anchor} }}", "", _md(meaning), "", "| field | what |"]
+        sections.append("| --- | --- |")
+        for name, what in kind.fields.items():
+            if not what.strip():
+                log.warning("field %s of audit kind %s says nothing in audit/kinds.py", name, kind.name)
+            sections.append(f"| `{name}` | {_md(' '.join(what.split()))} |")
+        sections.append("")
+    lines += ["", "## The fields of each kind", "", *sections]
     return "\n".join(lines) + "\n"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +45,26 @@ from keelgate.gateway._tools import Tool, ToolCall, ToolSpec
 from keelgate.idempotency import ClaimStatus, IdempotencyRecord, IdempotencyStore
 
 __all__ = ["Gateway", "GatewayResult"]
+
+AuditArguments = bool | Callable[[str], bool]
+"""Whether a tenant's audit events may carry a call's arguments: one answer for every
+tenant, or a function of the tenant id (:attr:`Gateway.audit_arguments`)."""
+
+
+def call_fields(arguments: Mapping[str, Any], *, clear: bool, impact: str = "") -> dict[str, Any]:
+    """What an audit event says of the call it is about.
+
+    Always ``arguments_hash``, the ``canonical_sha256`` of the arguments (the hash an
+    approval is given for); with ``clear`` (the tenant's policy allows it) the
+    ``arguments`` themselves and the tool's plain-words ``impact`` line, which is drawn
+    from them. The audit chain cannot be edited afterwards, so the default is the hash.
+    """
+    fields: dict[str, Any] = {"arguments_hash": canonical_sha256(arguments)}
+    if clear:
+        fields["arguments"] = dict(arguments)
+        if impact:
+            fields["impact"] = impact
+    return fields
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,7 @@ class Gateway:
         clock: Clock | None = None,
         lease_seconds: float = 300.0,
         lease_grace: float = 5.0,
+        audit_arguments: AuditArguments = False,
     ) -> None:
         self._tools: dict[str, Tool] = {}
         for t in tools:
@@ -99,6 +120,15 @@ class Gateway:
         self.lease_seconds = lease_seconds
         """How long a claimed key counts as possibly running (its owner may be alive)."""
         self.lease_grace = lease_grace
+        self.audit_arguments: AuditArguments = audit_arguments
+        """Whether the audit events of a call (its request, its decisions, its run) may
+        carry its arguments in the clear: True, False (the default: only their hash,
+        ``arguments_hash``), or a function of the tenant id, asked at each event."""
+
+    def records_arguments(self, tenant_id: str) -> bool:
+        """True if ``tenant_id``'s audit events may carry a call's arguments (:attr:`audit_arguments`)."""
+        policy = self.audit_arguments
+        return bool(policy(tenant_id)) if callable(policy) else bool(policy)
 
     def tool(self, name: str) -> Tool | None:
         """The registered tool of that name, or None."""
@@ -149,7 +179,14 @@ class Gateway:
                     escalate_after=requirement.escalate_after,
                     warn_before=requirement.warn_before,
                 )
-                self._audit(ctx, "approval.requested", action, required=approval.required)
+                self._audit(
+                    ctx,
+                    "approval.requested",
+                    action,
+                    impact=approval.impact,
+                    required=approval.required,
+                    high_impact=approval.high_impact,
+                )
             if approval.arguments_hash and approval.arguments_hash != canonical_sha256(action.arguments):
                 # Approved for other arguments (an edited checkpoint): never run these on it.
                 return self._finish(
@@ -323,12 +360,16 @@ class Gateway:
             self._audit_of = (audit, write)
         return self._audit_of[1]
 
-    def _audit(self, ctx: CallContext, kind: str, action: PlannedAction, **extra: Any) -> None:
+    def _audit(
+        self, ctx: CallContext, kind: str, action: PlannedAction, *, impact: str = "", **extra: Any
+    ) -> None:
+        """One event about ``action``: who, which call (:func:`call_fields`), then ``extra``."""
         body: dict[str, Any] = {
             "run_id": ctx.run_id,
             "action_id": action.action_id,
             "tool": action.tool,
             "idempotency_key": action.idempotency_key,
+            **call_fields(action.arguments, clear=self.records_arguments(ctx.tenant_id), impact=impact),
         }
         body.update(extra)
         write = self._audit_write()

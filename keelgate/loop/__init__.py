@@ -31,7 +31,7 @@ from keelgate.errors import (
 )
 from keelgate.loop._budget import ModelPrice, StopConditions
 from keelgate.loop._context import ContextItem, ContextSource
-from keelgate.loop._decisions import OutcomeConfirmer
+from keelgate.loop._decisions import DecisionContext, OutcomeConfirmer
 from keelgate.loop._failpoints import EXPIRY_WINDOWS, WINDOWS, Failpoints
 from keelgate.loop._llm import LLMPlanner, LLMVerifier
 from keelgate.loop._loop import Loop, VerificationLoop
@@ -79,6 +79,7 @@ __all__ = [
     "ContextItem",
     "ContextMessage",
     "ContextSource",
+    "DecisionContext",
     "Divergence",
     "ErrorInfo",
     "Failpoints",

@@ -55,13 +55,14 @@ from keelgate.errors import (
     RunFinishedError,
 )
 from keelgate.gateway import SideEffect
+from keelgate.gateway._gateway import call_fields
 from keelgate.idempotency import KeyStatus
 
 if TYPE_CHECKING:
     from keelgate.commits import CommitGroup
     from keelgate.loop._loop import Loop
 
-__all__ = ["Decisions", "ExpiryResult", "OutcomeConfirmer", "RunRecord"]
+__all__ = ["DecisionContext", "Decisions", "ExpiryResult", "OutcomeConfirmer", "RunRecord"]
 
 ExpiryResult = Literal["escalated", "expired"]
 """What :meth:`~keelgate.loop.Loop.expire` did: handed the call to its escalation role,
@@ -69,6 +70,35 @@ or denied it (fail closed)."""
 
 EXPIRY_ACTOR = "expiry"
 """Who the audit chain names for what a deadline did (warned, escalated)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionContext:
+    """How a person's decision reached the engine, for its audit event; it decides nothing.
+
+    The host knows how a request came and hands it over with the decision
+    (:meth:`Loop.approve <keelgate.loop.Loop.approve>`, ``deny``, ``cancel``,
+    ``reconcile``); the event then says ``via``, ``key_id`` and ``address`` beside who
+    decided (its actor) and which call (``arguments_hash``).
+    """
+
+    via: str
+    """The channel: ``"console"`` (a person's signed-in session), ``"api"`` (an API key),
+    ``"chat"``; a host may name others."""
+    key_id: str | None = None
+    """The API key's id when ``via`` is ``"api"``: an identifier, never the secret."""
+    address: str | None = None
+    """The client's network address, as the host sees it (behind a proxy, the one the
+    proxy reports)."""
+
+    def fields(self) -> dict[str, str]:
+        """The event's fields: ``via``, and ``key_id`` and ``address`` when known."""
+        found = {"via": self.via, "key_id": self.key_id, "address": self.address}
+        return {k: v for k, v in found.items() if v is not None}
+
+
+def _how(context: DecisionContext | None) -> dict[str, str]:
+    return context.fields() if context is not None else {}
 
 
 @runtime_checkable
@@ -155,6 +185,7 @@ class Decisions:
         seen: str | None = None,
         confirmed: bool = False,
         roles: Collection[str] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """One person's approval: :meth:`Loop.approve <keelgate.loop.Loop.approve>`."""
         state, action = self._awaiting(tenant_id, run_id, action_id)
@@ -169,7 +200,9 @@ class Decisions:
         if arguments is not None:
             edited = self._validated_edit(action, arguments)
             if edited is not None:
-                return self._approve_edited(state, action, edited, by=by, note=note, confirmed=confirmed)
+                return self._approve_edited(
+                    state, action, edited, by=by, note=note, confirmed=confirmed, context=context
+                )
         if approval.high_impact and not confirmed:
             raise ConfirmationRequiredError(action_id)
         approval.arguments_hash = approval.arguments_hash or current
@@ -189,6 +222,10 @@ class Decisions:
             approvals=len(approval.approvals),
             required=approval.required,
             note=note,
+            **self._call(state, action),
+            high_impact=approval.high_impact,
+            high_impact_confirmed=approval.high_impact and confirmed,
+            **_how(context),
         )
         return state
 
@@ -221,6 +258,7 @@ class Decisions:
         by: str,
         note: str,
         confirmed: bool,
+        context: DecisionContext | None,
     ) -> LoopState:
         """Deny the proposal as "edited by" ``by`` and write ahead the edited call, approved by them.
 
@@ -279,6 +317,16 @@ class Decisions:
         changed = sorted(
             k for k in set(edited) | set(action.arguments) if edited.get(k) != action.arguments.get(k)
         )
+        clear: dict[str, Any] = {}
+        if self.loop.gateway.records_arguments(state.tenant_id):
+            # The proposal's arguments, the edited call's, and each changed field old -> new.
+            clear = {
+                "arguments": dict(action.arguments),
+                "edited_arguments": edited,
+                "changes": {k: {"old": action.arguments.get(k), "new": edited.get(k)} for k in changed},
+            }
+            lines = {"impact": approval.impact, "edited_impact": impact}
+            clear.update({k: v for k, v in lines.items() if v})
         self.record.audit(
             state,
             "approval.edited",
@@ -290,6 +338,10 @@ class Decisions:
             edited_hash=edited_hash,
             changed=changed,
             note=note,
+            **clear,
+            high_impact=high or approval.high_impact,
+            high_impact_confirmed=(high or approval.high_impact) and confirmed,
+            **_how(context),
         )
         return state
 
@@ -309,7 +361,9 @@ class Decisions:
         return tool.impact(model, observations), bool(requirement and requirement.high_impact)
 
     @_one_commit
-    def cancel(self, tenant_id: str, run_id: str, *, by: str, note: str = "") -> LoopState:
+    def cancel(
+        self, tenant_id: str, run_id: str, *, by: str, note: str = "", context: DecisionContext | None = None
+    ) -> LoopState:
         """A person's cancel: :meth:`Loop.cancel <keelgate.loop.Loop.cancel>`."""
         state = self.record.load(tenant_id, run_id)
         if state.stop_reason is StopReason.CANCELLED:
@@ -317,7 +371,8 @@ class Decisions:
         if state.phase is Phase.DONE:
             raise RunFinishedError(run_id)
         now = self.loop.clock.now()
-        withdrawn = []
+        withdrawn: list[str] = []
+        calls: list[dict[str, Any]] = []
         for action in state.actions:
             approval = action.approval
             if (
@@ -334,9 +389,20 @@ class Decisions:
                     at=now,
                 )
                 withdrawn.append(action.action_id)
+                calls.append(
+                    {"action_id": action.action_id, "tool": action.tool, **self._call(state, action)}
+                )
         state.stop_reason = StopReason.CANCELLED
         self.record.save(state, active=False)
-        self.record.audit(state, "run.cancelled", actor=by, note=note, withdrawn=withdrawn)
+        self.record.audit(
+            state,
+            "run.cancelled",
+            actor=by,
+            note=note,
+            withdrawn=withdrawn,
+            withdrawn_calls=calls,
+            **_how(context),
+        )
         return state
 
     @_one_commit
@@ -349,6 +415,7 @@ class Decisions:
         by: str,
         note: str,
         roles: Collection[str] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """One person's denial: :meth:`Loop.deny <keelgate.loop.Loop.deny>`."""
         if not note.strip():
@@ -371,6 +438,9 @@ class Decisions:
             tool=action.tool,
             decision="deny",
             note=note,
+            **self._call(state, action),
+            high_impact=approval.high_impact,
+            **_how(context),
         )
         return state
 
@@ -385,6 +455,7 @@ class Decisions:
         by: str,
         note: str = "",
         result: Mapping[str, Any] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """A person settling an unknown outcome: :meth:`keelgate.loop.Loop.reconcile_now`."""
         output = _result_text(executed, result)
@@ -399,7 +470,16 @@ class Decisions:
         running_until = self._may_be_running(state, action)
         if running_until is not None:
             raise CallMayBeRunningError(running_until.isoformat())
-        self._settle(state, action, executed=executed, by=by, source="human", note=note, output=output)
+        self._settle(
+            state,
+            action,
+            executed=executed,
+            by=by,
+            source="human",
+            note=note,
+            output=output,
+            context=context,
+        )
         self.record.save(state, active=False)
         return state
 
@@ -484,10 +564,22 @@ class Decisions:
         approval = action.approval
         assert approval is not None
         now = self.loop.clock.now()
-        self.record.audit(state, "approval.expired", action_id=action.action_id, tool=action.tool)
+        self.record.audit(
+            state,
+            "approval.expired",
+            action_id=action.action_id,
+            tool=action.tool,
+            **self._call(state, action),
+        )
         approval.expired = True
         action.outcome = ActionOutcome(status=ActionStatus.DENIED, code=ApprovalExpiredError.code, at=now)
         self.record.save(state, active=False)
+
+    def _call(self, state: LoopState, action: PlannedAction) -> dict[str, Any]:
+        """The event's fields naming ``action``'s call: its hash, its arguments if the tenant allows."""
+        clear = self.loop.gateway.records_arguments(state.tenant_id)
+        impact = action.approval.impact if action.approval is not None else ""
+        return call_fields(action.arguments, clear=clear, impact=impact)
 
     def _awaiting(self, tenant_id: str, run_id: str, action_id: str) -> tuple[LoopState, PlannedAction]:
         state = self.record.load(tenant_id, run_id)
@@ -596,10 +688,13 @@ class Decisions:
         source: str,
         note: str = "",
         output: str | None = None,
+        context: DecisionContext | None = None,
     ) -> None:
-        """Write the verdict to the key store, the action and the audit chain (no arguments).
+        """Write the verdict to the key store, the action and the audit chain.
 
-        ``output`` is the downstream record the settler found (JSON text), or None.
+        ``output`` is the downstream record the settler found (JSON text), or None; it is
+        never audited. The event names the call by its ``arguments_hash`` (its arguments
+        only where the tenant's policy allows) and, for a person, how the decision came.
         """
         now = self.loop.clock.now()
         status = ActionStatus.DONE if executed else ActionStatus.ABANDONED
@@ -634,6 +729,8 @@ class Decisions:
             verdict=verdict,
             note=note,
             result_recorded=action.outcome.output is not None and executed,
+            **self._call(state, action),
+            **_how(context),
         )
         tracing.unknown_wait(state, action, since=since, verdict=verdict, source=source)
 

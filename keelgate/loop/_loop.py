@@ -43,7 +43,7 @@ from keelgate.gateway._gateway import CallContext
 from keelgate.idempotency import KeyStatus, derive_key
 from keelgate.loop._budget import ModelPrice, StopConditions, cost_of, limit_reached, precall_stop
 from keelgate.loop._context import ContextItem, ContextSource, build_messages
-from keelgate.loop._decisions import Decisions, ExpiryResult, OutcomeConfirmer, RunRecord
+from keelgate.loop._decisions import DecisionContext, Decisions, ExpiryResult, OutcomeConfirmer, RunRecord
 from keelgate.loop._failpoints import Failpoints
 from keelgate.loop._planner import Plan, Planner, PlanRequest
 from keelgate.loop._result import LoopResult, is_resumable
@@ -284,6 +284,7 @@ class Loop:
         seen: str | None = None,
         confirmed: bool = False,
         roles: Collection[str] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """Record one person's approval; the call runs on resume once enough people agree.
 
@@ -304,6 +305,10 @@ class Loop:
         escalated counts only from someone holding the escalation role:
         ApprovalEscalatedError otherwise, also when the deadline passes with this very
         call (the escalation is then saved, the approval not).
+
+        ``context`` says how the decision came (:class:`~keelgate.loop.DecisionContext`:
+        the channel, an API key's id, the client's address); its audit event records it,
+        with the call's ``arguments_hash`` and whether a high-impact confirmation was given.
         """
         return self._decisions.approve(
             tenant_id,
@@ -315,6 +320,7 @@ class Loop:
             seen=seen,
             confirmed=confirmed,
             roles=roles,
+            context=context,
         )
 
     def deny(
@@ -326,23 +332,29 @@ class Loop:
         by: str,
         note: str,
         roles: Collection[str] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """Deny the call; the planner sees the denial and ``note`` on the next step.
 
-        ``roles`` as for :meth:`approve`: an escalated approval is denied only by its
-        escalation role.
+        ``roles`` and ``context`` as for :meth:`approve`: an escalated approval is denied
+        only by its escalation role.
         """
-        return self._decisions.deny(tenant_id, run_id, action_id, by=by, note=note, roles=roles)
+        return self._decisions.deny(
+            tenant_id, run_id, action_id, by=by, note=note, roles=roles, context=context
+        )
 
-    def cancel(self, tenant_id: str, run_id: str, *, by: str, note: str = "") -> LoopState:
+    def cancel(
+        self, tenant_id: str, run_id: str, *, by: str, note: str = "", context: DecisionContext | None = None
+    ) -> LoopState:
         """Cancel a run that no loop is driving now: it stops for good, its approvals withdrawn.
 
         A call that waits for approval is withdrawn (it never runs); an unknown outcome
         stays for a person to settle, since it may have happened. Cancelling a cancelled
         run changes nothing; a finished one is RunFinishedError. A run being driven is
         cancelled by its host instead, through ``should_stop`` (``StopReason.CANCELLED``).
+        ``context`` as for :meth:`approve`.
         """
-        return self._decisions.cancel(tenant_id, run_id, by=by, note=note)
+        return self._decisions.cancel(tenant_id, run_id, by=by, note=note, context=context)
 
     async def reconcile(
         self,
@@ -354,6 +366,7 @@ class Loop:
         by: str,
         note: str = "",
         result: Mapping[str, Any] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """A human settles an action whose outcome was unknown.
 
@@ -363,10 +376,11 @@ class Loop:
 
         ``result`` (a JSON object, executed only) is what the person found downstream,
         for example ``{"order_id": "PB-000001"}``: the planner sees it as the call's
-        untrusted output. Without one it is told the result was not recorded.
+        untrusted output. Without one it is told the result was not recorded. ``context``
+        as for :meth:`approve`.
         """
         return self._decisions.reconcile_now(
-            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
+            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result, context=context
         )
 
     def reconcile_now(
@@ -379,10 +393,11 @@ class Loop:
         by: str,
         note: str = "",
         result: Mapping[str, Any] | None = None,
+        context: DecisionContext | None = None,
     ) -> LoopState:
         """:meth:`reconcile`, synchronously (for callers inside a database transaction)."""
         return self._decisions.reconcile_now(
-            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result
+            tenant_id, run_id, action_id, executed=executed, by=by, note=note, result=result, context=context
         )
 
     def expire(self, tenant_id: str, run_id: str, action_id: str) -> ExpiryResult | None:

@@ -18,6 +18,7 @@ from runs.engine.stores import DjangoCheckpointStore, DjangoIdempotencyStore
 from runs.engine.stores_postgresql import PostgresCheckpointStore, PostgresIdempotencyStore, ServerFence
 from sitekit.commits import DjangoCommitGroup
 from sitekit.postgresql.commits import PostgresCommitGroup
+from tenants.auditing import arguments_audited
 
 
 def commit_group(fence: Fence | None = None) -> DjangoCommitGroup:
@@ -92,7 +93,8 @@ def build_loop(
 def agent_gateway(
     agent: Agent, *, idempotency: DjangoIdempotencyStore, audit: DjangoAuditLog, lease_seconds: float
 ) -> Gateway:
-    """The agent's tools, grants and approval policy behind one gateway (native and graph runs)."""
+    """The agent's tools, grants and approval policy behind one gateway (native and graph runs);
+    its audit events carry a call's arguments only for the tenants of ``KEELGATE_AUDIT_ARGUMENTS``."""
     return Gateway(
         agent.tools,
         grants=Grants({agent.name: agent.grants}),
@@ -100,4 +102,5 @@ def agent_gateway(
         audit=audit,
         policy=agent.policy,
         lease_seconds=lease_seconds,
+        audit_arguments=arguments_audited,
     )

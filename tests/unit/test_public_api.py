@@ -102,7 +102,8 @@ def test_seed_signatures_of_the_loop_methods():
         "trace_id",
         "stop",
     ]
-    # The documented parameters, then the optional keyword ``result`` (the downstream record).
+    # The documented parameters, then the optional keywords ``result`` (the downstream record)
+    # and ``context`` (how the decision came, for its audit event).
     assert list(inspect.signature(Loop.reconcile).parameters) == [
         "self",
         "tenant_id",
@@ -112,8 +113,11 @@ def test_seed_signatures_of_the_loop_methods():
         "by",
         "note",
         "result",
+        "context",
     ]
-    assert inspect.signature(Loop.reconcile).parameters["result"].default is None
+    for extra in ("result", "context"):
+        parameter = inspect.signature(Loop.reconcile).parameters[extra]
+        assert parameter.default is None and parameter.kind is inspect.Parameter.KEYWORD_ONLY
 
 
 def test_the_engine_imports_without_django_or_any_extra():
@@ -366,6 +370,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ContextItem",
         "ContextMessage",
         "ContextSource",
+        "DecisionContext",
         "Divergence",
         "ErrorInfo",
         "Failpoints",

@@ -45,6 +45,7 @@ from keelgate.errors import (
     KeyNotOwnedError,
 )
 from keelgate.gateway import ALL_SIDE_EFFECTS, CallContext, Gateway, Tool
+from keelgate.gateway._gateway import call_fields
 from keelgate.idempotency import KeyStatus, derive_key
 
 __all__ = ["GateDecision", "GatedToolNode", "tool_schemas"]
@@ -357,6 +358,7 @@ class GatedToolNode(RunnableCallable):
                 "source": "human",
                 "verdict": "executed" if executed else "not_executed",
                 "note": decision.note,
+                **call_fields(action.arguments, clear=self.gateway.records_arguments(ctx.tenant_id)),
             },
         )
         return self._message(action.action_id, action, settled)

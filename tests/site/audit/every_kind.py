@@ -15,14 +15,23 @@ HOSTILE = "<script>window.__xss=1</script>"
 
 RUN = "r-kinds"
 ACTION = "a-1"
+HASH = "ab" * 32
+ORDER = {"symbol": "ACME", "side": "sell", "quantity": 150}
 
 BODIES: dict[str, dict[str, Any]] = {
     "run.requested": {"run_id": RUN, "agent": "paper-trader"},
     "run.started": {"run_id": RUN, "loop_type": "task"},
     "run.status": {"run_id": RUN, "status": "waiting", "reason": "approval"},
     "run.resumed": {"run_id": RUN, "limits": {"max_iterations": 9}},
-    "run.cancel_requested": {"run_id": RUN, "note": HOSTILE},
-    "run.cancelled": {"run_id": RUN, "note": "enough", "withdrawn": [ACTION]},
+    "run.cancel_requested": {"run_id": RUN, "note": HOSTILE, "via": "console", "address": "10.0.0.5"},
+    "run.cancelled": {
+        "run_id": RUN,
+        "note": "enough",
+        "withdrawn": [ACTION],
+        "withdrawn_calls": [{"action_id": ACTION, "tool": "place_order", "arguments_hash": HASH}],
+        "via": "console",
+        "address": "10.0.0.5",
+    },
     "run.stopped": {"run_id": RUN, "reason": "goal_reached", "seq": 7, "error": None},
     "loop.planned": {
         "run_id": RUN,
@@ -37,6 +46,10 @@ BODIES: dict[str, dict[str, Any]] = {
         "verdict": "not_executed",
         "note": "checked the ledger",
         "result_recorded": False,
+        "arguments_hash": HASH,
+        "via": "api",
+        "key_id": "7",
+        "address": "10.0.0.6",
     },
     "graph.interrupted": {"run_id": RUN, "action_id": ACTION, "tool": "place_order", "why": "approval"},
     "gateway.call": {
@@ -47,13 +60,16 @@ BODIES: dict[str, dict[str, Any]] = {
         "status": "unknown",
         "code": "tool_outcome_unknown",
         "replayed": False,
+        "arguments_hash": HASH,
     },
     "approval.requested": {
         "run_id": RUN,
         "action_id": ACTION,
         "tool": "place_order",
         "idempotency_key": "k-1",
+        "arguments_hash": HASH,
         "required": 2,
+        "high_impact": True,
     },
     "approval.decided": {
         "run_id": RUN,
@@ -63,6 +79,14 @@ BODIES: dict[str, dict[str, Any]] = {
         "approvals": 1,
         "required": 2,
         "note": "",
+        "arguments_hash": HASH,
+        "arguments": ORDER,
+        "impact": "sell 150 ACME",
+        "high_impact": True,
+        "high_impact_confirmed": True,
+        "via": "api",
+        "key_id": "12",
+        "address": "10.0.0.4",
     },
     "approval.edited": {
         "run_id": RUN,
@@ -71,8 +95,15 @@ BODIES: dict[str, dict[str, Any]] = {
         "tool": "place_order",
         "original_hash": "0" * 64,
         "edited_hash": "1" * 64,
-        "changed": ["qty"],
+        "changed": ["quantity"],
         "note": "fewer",
+        "arguments": ORDER,
+        "edited_arguments": {**ORDER, "quantity": 100},
+        "changes": {"quantity": {"old": 150, "new": 100}},
+        "high_impact": True,
+        "high_impact_confirmed": True,
+        "via": "console",
+        "address": "10.0.0.5",
     },
     "approval.expiring": {
         "run_id": RUN,
@@ -89,7 +120,13 @@ BODIES: dict[str, dict[str, Any]] = {
         "expires_at": "2026-01-01T10:30:00+00:00",
         "previous_expires_at": "2026-01-01T09:30:00+00:00",
     },
-    "approval.expired": {"run_id": RUN, "action_id": ACTION, "tool": "place_order"},
+    "approval.expired": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": "place_order",
+        "idempotency_key": "k-1",
+        "arguments_hash": HASH,
+    },
     "webhook.registered": {
         "endpoint_id": 1,
         "host": "hooks.example.com",
@@ -104,7 +141,17 @@ BODIES: dict[str, dict[str, Any]] = {
 WORDS = {
     "auth.locked_out": "Login of bob locked out from 203.0.113.9.",
     "webhook.registered": "Webhook to hooks.example.com registered for approval.requested.",
-    "approval.decided": "place_order approved (1 of 2).",
+    "approval.decided": (
+        "place_order approved (1 of 2): sell 150 ACME, high impact confirmed via API key 12 from 10.0.0.4."
+    ),
+    "approval.edited": (
+        "place_order edited before approval: quantity 150 → 100, high impact confirmed in the console"
+        ' from 10.0.0.5. Note: "fewer".'
+    ),
+    "loop.reconciled": (
+        f"Outcome of place_order (arguments {HASH[:12]}…) settled: not executed (from human) via API key 7"
+        ' from 10.0.0.6. Note: "checked the ledger".'
+    ),
     "run.status": "Run is now waiting (approval).",
 }
 """What the page says of a few of them, word for word."""
