@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.selectors import audit_heads
+from audit.wiring import integrate_pending
 from notifications.channel import ChainEvent, Channel, Feed, Subscription
 from notifications.models import ChainCursor
 
@@ -43,7 +44,9 @@ class _CursorMoved(Exception):
 def tail(channel: Channel[Any]) -> int:
     """Record what the chain owes the channel's subscribers; the number of deliveries recorded."""
     groups = [group for group in channel.subscriptions() if group]
-    heads = audit_heads({s.tenant_id for group in groups for s in group})
+    tenants = {s.tenant_id for group in groups for s in group}
+    integrate_pending(tenants)  # a reader of the log numbers what is pending first
+    heads = audit_heads(tenants)
     made = 0
     for group in groups:
         try:
