@@ -30,6 +30,7 @@ from audit.selectors import (
     audit_verify,
     audit_window,
 )
+from sitekit.errors import NotFoundError
 from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
@@ -37,6 +38,15 @@ from tenants.selectors import allows, tenant_ids
 
 PAGE_SIZE = 50
 CHECKPOINT_PAGE_SIZE = 50
+
+
+def _require_member(request: HttpRequest, tenant_id: str) -> None:
+    """Any member may read the tenant's log; to anyone else it does not exist (404).
+
+    The memberships the page reads anyway (the tenants' links, Export), so no query of its own.
+    """
+    if not allows(request, tenant_id, Role.VIEWER):
+        raise NotFoundError()
 
 
 @require_GET
@@ -79,7 +89,7 @@ def audit_decision_rows(request: HttpRequest, tenant_id: str) -> HttpResponse:
 
 
 def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragment: bool) -> HttpResponse:
-    require_role(request.user, tenant_id, Role.VIEWER)
+    _require_member(request, tenant_id)
     # The head before the page is read: the live socket catches up from here.
     head = audit_heads([tenant_id])[tenant_id]
     query = ReviewQuery.read(request.GET)
@@ -127,7 +137,7 @@ def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragmen
 @console_page
 def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResponse:
     """One sequenced event: its words, body (untrusted, escaped), hashes, and the proof block."""
-    require_role(request.user, tenant_id, Role.VIEWER)
+    _require_member(request, tenant_id)
     row = audit_event(tenant_id=tenant_id, seq=seq)
     (entry,) = event_entries(tenant_id, [row])
     checkpoint = audit_checkpoint_latest(tenant_id=tenant_id)
@@ -148,7 +158,7 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
 @console_page
 def audit_checkpoints_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
     """The tenant's signed checkpoints, newest first, paged by size."""
-    require_role(request.user, tenant_id, Role.VIEWER)
+    _require_member(request, tenant_id)
     cursor = request.GET.get("cursor") or None
     # A cursor this site did not hand out is InvalidCursorError: console_page's 400 page.
     page = audit_checkpoints(tenant_id=tenant_id, cursor=cursor, limit=CHECKPOINT_PAGE_SIZE)
