@@ -103,8 +103,19 @@ class ReviewQuery:
         return bool(self.typed)
 
 
+PATTERN_WORDS = {
+    "kind": "Not an event kind (lowercase words and dots, such as loop.reconciled).",
+    "run": "Not a run id (letters, digits and . _ : -, up to 128).",
+}
+"""A refused pattern in words, for the fields whose pattern is a shape; other fields' patterns
+only refuse NUL."""
+
+
 def _wording(error: Mapping[str, Any]) -> str:
     """Pydantic's message as a sentence, without its "Value error, " prefix."""
+    name = str(error["loc"][0]) if error.get("loc") else ""
+    if error.get("type") == "string_pattern_mismatch":
+        return PATTERN_WORDS.get(name, "Holds a character that cannot be searched for.")
     message = str(error.get("msg", "not valid")).removeprefix("Value error, ")
     message = message[:1].upper() + message[1:]
     return message if message.endswith(".") else message + "."

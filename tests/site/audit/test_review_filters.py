@@ -243,3 +243,11 @@ def test_time_bounds_compare_as_times_not_as_the_text_typed(operator, viewer):
     utc = shown(viewer, "/audit/t1/?from=2026-12-01T04:00Z")
     assert utc == [6, 5, 4, 3] == shown(viewer, "/audit/t1/?from=2026-12-01T05:00%2B01:00")
     assert shown(viewer, "/audit/t1/?q=created:2026-12-01T04") == [3]
+
+
+def test_a_refused_shape_is_said_in_words(log, viewer):
+    """A kind or run id of the wrong shape is explained, not quoted as a regular expression."""
+    page = viewer.get("/audit/t1/?kind=X&run=%2Fr&actor=nul%00").content.decode()
+    assert "Not an event kind (lowercase words and dots, such as loop.reconciled)." in page
+    assert "Not a run id" in page and "cannot be searched for" in page
+    assert "^[a-z]" not in page
