@@ -70,7 +70,11 @@ def _fill(tenant: str, n: int) -> None:
                 kind, who = RUN_KINDS[i % len(RUN_KINDS)]
                 actor = PEOPLE[(i // len(RUN_KINDS)) % len(PEOPLE)] if who == "person" else "worker"
                 run = run_id(tenant, i)
-                tool = TOOLS[(i // len(RUN_KINDS)) % len(TOOLS)] if "approval" in kind or "gateway" in kind else ""
+                tool = (
+                    TOOLS[(i // len(RUN_KINDS)) % len(TOOLS)]
+                    if "approval" in kind or "gateway" in kind
+                    else ""
+                )
                 body = {"run_id": run, **({"tool": tool} if tool else {})}
                 if kind == "approval.decided":
                     body.update(decision="approve" if i % 7 else "deny", note="checked")
@@ -100,7 +104,8 @@ def _api(username: str, tenant: str) -> Any:
     from tenants.api_keys import api_key_create
     from tenants.models import Tenant
 
-    _, key = api_key_create(tenant=Tenant.objects.get(slug=tenant), user=_user(tenant, username), name="bench")
+    user = _user(tenant, username)
+    _, key = api_key_create(tenant=Tenant.objects.get(slug=tenant), user=user, name="bench")
     return Client(HTTP_HOST="127.0.0.1", headers={"Authorization": f"Bearer {key}"})
 
 
@@ -129,19 +134,24 @@ def _queries(client: Any, url: str) -> tuple[int, int]:
 def _urls(tenant: str, n: int) -> dict[str, str]:
     """The measured pages of a tenant of ``n`` events, by case."""
     middle = n // 2
-    late = START + timedelta(seconds=n - 3600)
+    minute = "%Y-%m-%dT%H:%M"
+    late, end = (
+        (START + timedelta(seconds=n - 3600)).strftime(minute),
+        (START + timedelta(seconds=n)).strftime(minute),
+    )
+    first_hour = (START + timedelta(minutes=59)).strftime(minute)
     first_day = START.date().isoformat()
     return {
         "newest": f"/audit/{tenant}/",
         "actor+kind": f"/audit/{tenant}/?actor=bob&kind=approval.decided",
         "run": f"/audit/{tenant}/?run={run_id(tenant, middle)}",
-        "last hour": f"/audit/{tenant}/?from={late:%Y-%m-%dT%H:%M}&to={START + timedelta(seconds=n):%Y-%m-%dT%H:%M}",
+        "last hour": f"/audit/{tenant}/?from={late}&to={end}",
         "created: a day": f"/audit/{tenant}/?q=created:{first_day}+actor:carol",
         "decisions": f"/audit/{tenant}/decisions/",
         "deep, filtered": f"/audit/{tenant}/?actor=worker&before={middle}",
         "q: run id text": f"/audit/{tenant}/?q={run_id(tenant, middle)[-6:]}",
-        "first hour": f"/audit/{tenant}/?to={START + timedelta(minutes=59):%Y-%m-%dT%H:%M}&kind=gateway.call",
-        "API filtered": f"/api/v1/audit/events?actor=alice&kind=approval.decided&newest_first=true&limit=50",
+        "first hour": f"/audit/{tenant}/?to={first_hour}&kind=gateway.call",
+        "API filtered": "/api/v1/audit/events?actor=alice&kind=approval.decided&newest_first=true&limit=50",
     }
 
 
