@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -149,7 +150,7 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
             "event": entry,
             "checkpoint": checkpoint_entries([checkpoint])[0] if checkpoint else None,
             "covered": checkpoint is not None and checkpoint.size >= seq,
-            "trail_query": ReviewQuery({"run": entry.row.run_id}, None).query() if entry.row.run_id else "",
+            "trail_query": urlencode({"run": entry.row.run_id}) if entry.row.run_id else "",
         },
     )
 
