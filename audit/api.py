@@ -6,27 +6,39 @@ with that digest later proves the history up to it was not rewritten.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 
+from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key
+from audit.exports import export_bundle
+from audit.proofs import consistency, inclusion
 from audit.schemas import (
     AuditFiltersIn,
     AuditPageOut,
     ChainDigestIn,
     ChainDigestOut,
     ChainReportOut,
+    CheckpointPageOut,
+    ConsistencyProofOut,
+    InclusionProofOut,
+    VerifierKeyOut,
+    b64_hashes,
+    checkpoint_out,
     event_out,
     report_out,
 )
-from audit.selectors import audit_digest, audit_events, audit_verify
+from audit.selectors import audit_checkpoints, audit_digest, audit_events, audit_verify
 from sitekit.api import MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
+from sitekit.errors import NotFoundError
+from tenants.access import require_role
 from tenants.api_auth import API_AUTH, TenantQuery, caller_of
+from tenants.models import Role
 
 router = Router(tags=["audit"], auth=API_AUTH)
 
-Seq = Annotated[int, Query(None, ge=0, le=MAX_ID)]
+Seq = Annotated[int | None, Query(None, ge=0, le=MAX_ID)]
 
 
 @router.get(
@@ -108,3 +120,128 @@ def verify_against(
 def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
     caller = caller_of(request, tenant)
     return ChainDigestOut(**audit_digest(tenant_id=caller.tenant_id))
+
+
+POSITIVE = Query(..., ge=1, le=MAX_ID)
+
+
+@router.get(
+    "/audit/checkpoint",
+    response=responses({200: str}, READ_ERRORS),
+    summary="Get the latest signed checkpoint",
+    description=(
+        "The tenant's newest C2SP `tlog-checkpoint`, as a C2SP signed note (`text/plain`, exactly "
+        "as signed). Verify it with `GET /audit/key`. 404 `not_found` before the first checkpoint."
+    ),
+)
+def checkpoint(request: HttpRequest, tenant: TenantQuery = None) -> HttpResponse:
+    caller = caller_of(request, tenant)
+    latest = latest_checkpoint(caller.tenant_id)
+    if latest is None:
+        raise NotFoundError("no checkpoint yet")
+    return HttpResponse(latest.note, content_type="text/plain; charset=utf-8")
+
+
+@router.get(
+    "/audit/checkpoints",
+    response=responses({200: CheckpointPageOut}, READ_ERRORS),
+    summary="List signed checkpoints",
+    description="Every checkpoint the site signed for the tenant, newest first, before `before_size`.",
+)
+def checkpoints(
+    request: HttpRequest,
+    before_size: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(100, ge=1, le=500)] = 100,
+    tenant: TenantQuery = None,
+) -> CheckpointPageOut:
+    caller = caller_of(request, tenant)
+    page = audit_checkpoints(tenant_id=caller.tenant_id, before=before_size, limit=limit)
+    return CheckpointPageOut(
+        items=[checkpoint_out(row) for row in page.rows],
+        next_before_size=page.next_key[0] if page.next_key else None,
+    )
+
+
+@router.get(
+    "/audit/proof/inclusion",
+    response=responses({200: InclusionProofOut}, READ_ERRORS),
+    summary="Prove an event is in the log",
+    description=(
+        "The RFC 9162 inclusion proof of event `seq` (leaf `seq - 1`) in the tree of `tree_size` "
+        "leaves (default: the log's size), for Go's `tlog.CheckRecord` or any RFC 9162 verifier. "
+        "422 naming the parameter when it is out of range."
+    ),
+)
+def proof_inclusion(
+    request: HttpRequest,
+    seq: Annotated[int, POSITIVE],
+    tree_size: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
+    tenant: TenantQuery = None,
+) -> InclusionProofOut:
+    caller = caller_of(request, tenant)
+    proof = inclusion(caller.tenant_id, seq=seq, tree_size=tree_size)
+    return InclusionProofOut(
+        leaf_index=proof.leaf_index, tree_size=proof.tree_size, hashes=b64_hashes(proof.hashes)
+    )
+
+
+@router.get(
+    "/audit/proof/consistency",
+    response=responses({200: ConsistencyProofOut}, READ_ERRORS),
+    summary="Prove the log only grew",
+    description=(
+        "The RFC 9162 consistency proof that the tree of `first` leaves is a prefix of the tree of "
+        "`second` (default: the log's size), for Go's `tlog.CheckTree`. 422 naming the parameter "
+        "when it is out of range."
+    ),
+)
+def proof_consistency(
+    request: HttpRequest,
+    first: Annotated[int, POSITIVE],
+    second: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
+    tenant: TenantQuery = None,
+) -> ConsistencyProofOut:
+    caller = caller_of(request, tenant)
+    proof = consistency(caller.tenant_id, first=first, second=second)
+    return ConsistencyProofOut(first=proof.first, second=proof.second, hashes=b64_hashes(proof.hashes))
+
+
+@router.get(
+    "/audit/key",
+    response=responses({200: VerifierKeyOut}, READ_ERRORS),
+    summary="Get the checkpoints' verifier key",
+    description="The tenant's log origin and the C2SP verifier key that checks its checkpoints.",
+)
+def key(request: HttpRequest, tenant: TenantQuery = None) -> VerifierKeyOut:
+    caller = caller_of(request, tenant)
+    return VerifierKeyOut(origin=log_origin(caller.tenant_id), vkey=str(log_verifier_key(caller.tenant_id)))
+
+
+EXPORT_PAGE = 5000
+"""Events per exported bundle from the API: a larger range is asked for page by page."""
+
+
+@router.get(
+    "/audit/export",
+    response=responses({200: dict[str, Any]}, (*READ_ERRORS, 403)),
+    summary="Export a bundle for offline verification",
+    description=(
+        "Admins: events `from_seq`..`to_seq` (default: to the newest) with a signed checkpoint, "
+        f"the hashes to its root and the verifier key, at most {EXPORT_PAGE} events a bundle "
+        "(a bundle ends at its `to_seq`: ask again from the next). `previous` (repeatable) adds "
+        "the consistency proof from a checkpoint size the auditor kept. Check it with "
+        "`python -m keelgate.audit.verify FILE`."
+    ),
+)
+def export(
+    request: HttpRequest,
+    from_seq: Annotated[int, Query(1, ge=1, le=MAX_ID)] = 1,
+    to_seq: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
+    previous: Annotated[list[int] | None, Query(None)] = None,
+    tenant: TenantQuery = None,
+) -> dict[str, Any]:
+    caller = caller_of(request, tenant)
+    require_role(caller.user, caller.tenant_id, Role.ADMIN)
+    return export_bundle(
+        caller.tenant_id, from_seq=from_seq, to_seq=to_seq, previous_sizes=previous or (), limit=EXPORT_PAGE
+    )

@@ -23,7 +23,7 @@ from keelgate.canonical import canonical_bytes
 from keelgate.errors import ConfigurationError
 from sitekit.errors import DigestError, DigestKeyMismatchError, DigestSignatureError
 
-__all__ = ["ChainDigest", "sign_head", "verify_digest"]
+__all__ = ["ChainDigest", "sign_head", "signing_key", "verify_digest"]
 
 _FIELDS = frozenset({"tenant_id", "seq", "hash", "exported_at", "public_key", "signature"})
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -46,7 +46,7 @@ def sign_head(tenant_id: str, seq: int, hash_: str) -> ChainDigest:
     The caller verifies first (:func:`audit.selectors.audit_digest`): a digest vouches
     for history, so it must never be made over a broken chain.
     """
-    key = _private_key()
+    key = signing_key()
     exported_at = datetime.now(UTC).isoformat(timespec="microseconds")
     payload = _signed_bytes(tenant_id, seq, hash_, exported_at)
     return ChainDigest(
@@ -90,7 +90,7 @@ def verify_digest(digest: Mapping[str, Any]) -> None:
         raise DigestError("exported_at")
     public_key = _unb64(digest["public_key"], 32, "public_key")
     signature = _unb64(digest["signature"], 64, "signature")
-    ours = _private_key().public_key()
+    ours = signing_key().public_key()
     if public_key != _raw_public(ours):
         raise DigestKeyMismatchError()
     try:
@@ -104,7 +104,8 @@ def _signed_bytes(tenant_id: str, seq: int, hash_: str, exported_at: str) -> byt
     return canonical_bytes({"tenant_id": tenant_id, "seq": seq, "hash": hash_, "exported_at": exported_at})
 
 
-def _private_key() -> Ed25519PrivateKey:
+def signing_key() -> Ed25519PrivateKey:
+    """The site's Ed25519 key (``KEELGATE_AUDIT_SIGNING_KEY``): digests and checkpoints."""
     # Read on every call, not cached: settings may change (tests, key rotation).
     try:
         raw = base64.b64decode(settings.KEELGATE_AUDIT_SIGNING_KEY, validate=True)

@@ -1,5 +1,5 @@
-"""Wire formats of the audit API: the events' filters, events, a verification report, the
-signed chain head.
+"""Wire formats of the audit API: the events' filters, events, checkpoints, proofs, a
+verification report, the signed chain head.
 
 :class:`AuditFiltersIn` is also what the console's audit pages read their query string
 with, so a filter means the same on a page and in ``GET /audit/events``.
@@ -7,6 +7,7 @@ with, so a filter means the same on a page and in ``GET /audit/events``.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Annotated, Any
 
@@ -21,8 +22,10 @@ from pydantic import (
     field_validator,
 )
 
+from audit.models import LEGACY_CHAIN, Checkpoint
 from audit.models import AuditEvent as EventRow
 from audit.selectors import AUDIT_EVENTS, QUALIFIERS
+from audit.tree import event_leaf
 from keelgate.audit import ChainReport
 from sitekit.api import INPUT, JSON_INTEGER, NO_NUL
 from sitekit.paging import qualifiers
@@ -35,6 +38,13 @@ __all__ = [
     "ChainDigestIn",
     "ChainDigestOut",
     "ChainReportOut",
+    "CheckpointOut",
+    "CheckpointPageOut",
+    "ConsistencyProofOut",
+    "InclusionProofOut",
+    "VerifierKeyOut",
+    "b64_hashes",
+    "checkpoint_out",
     "event_out",
     "report_out",
 ]
@@ -155,7 +165,7 @@ def _qualified(search: str) -> dict[str, str]:
 
 
 class AuditEventOut(BaseModel):
-    """One event of the tenant's log, exactly as stored (hash-chained events carry their links)."""
+    """One event of the tenant's log, exactly as stored and hashed."""
 
     seq: int
     at: str = Field(description="ISO-8601 text exactly as hashed.")
@@ -164,8 +174,58 @@ class AuditEventOut(BaseModel):
     run_id: str = Field(description="The run the event is about, or empty.")
     tool: str = Field(description="The tool the event is about, or empty.")
     body: dict[str, Any] = Field(description="The event's JSON body. Values may quote untrusted text.")
-    prev_hash: str
-    hash: str
+    prev_hash: str | None = Field(
+        description="Hash-chained events (`leaf.v` 1) only: the previous event's hash."
+    )
+    hash: str | None = Field(description="Hash-chained events only: this event's chain hash.")
+    leaf_index: int = Field(description="The event's leaf in the tenant's Merkle tree: `seq - 1`.")
+    leaf: dict[str, Any] = Field(
+        description=(
+            "The leaf object: its RFC 8785 (JCS) bytes are the leaf's data, so "
+            "`sha256(0x00 || JCS(leaf))` is the leaf hash. Fields: `v`, `tenant_id`, `seq`, "
+            "`at`, `actor`, `kind`, `body`, and for `v` 1 `prev_hash` and `hash`."
+        )
+    )
+    leaf_hash: str = Field(description="The leaf's hash, hex.")
+
+
+class CheckpointOut(BaseModel):
+    """One signed checkpoint of the tenant's tree."""
+
+    size: int
+    root: str = Field(description="The tree's root at `size`, base64 (as in the note).")
+    signed_at: str
+    note: str = Field(description="The C2SP signed note exactly as signed.")
+
+
+class CheckpointPageOut(BaseModel):
+    """Checkpoints newest first; pass ``next_before_size`` as ``before_size`` for older ones."""
+
+    items: list[CheckpointOut]
+    next_before_size: int | None
+
+
+class InclusionProofOut(BaseModel):
+    """RFC 9162 §2.1.3: the event's leaf is in the tree of ``tree_size``."""
+
+    leaf_index: int
+    tree_size: int
+    hashes: list[str] = Field(description="Base64, the sibling nearest the leaf first (RFC 9162 order).")
+
+
+class ConsistencyProofOut(BaseModel):
+    """RFC 9162 §2.1.4: the tree of ``first`` leaves is a prefix of the tree of ``second``."""
+
+    first: int
+    second: int
+    hashes: list[str] = Field(description="Base64, in RFC 9162 order.")
+
+
+class VerifierKeyOut(BaseModel):
+    """The key that verifies the tenant's checkpoints."""
+
+    origin: str
+    vkey: str = Field(description="C2SP signed-note verifier key: `name+keyid+base64(0x01 || key)`.")
 
 
 class AuditPageOut(BaseModel):
@@ -226,8 +286,16 @@ def _body(text: str) -> dict[str, Any]:
     return body if isinstance(body, dict) else {"value": body}
 
 
+def _leaf(row: EventRow) -> dict[str, Any]:
+    try:
+        return event_leaf(row)
+    except ValueError:  # a body edited into something unreadable: the page must still render
+        return {}
+
+
 def event_out(row: EventRow) -> AuditEventOut:
-    """One stored event."""
+    """One stored (sequenced) event."""
+    chained = row.version == LEGACY_CHAIN
     return AuditEventOut(
         seq=row.seq,
         at=row.at,
@@ -236,9 +304,27 @@ def event_out(row: EventRow) -> AuditEventOut:
         run_id=row.run_id,
         tool=row.tool,
         body=_body(row.body),
-        prev_hash=row.prev_hash,
-        hash=row.hash,
+        prev_hash=row.prev_hash if chained else None,
+        hash=row.hash if chained else None,
+        leaf_index=row.seq - 1,
+        leaf=_leaf(row),
+        leaf_hash=row.leaf_hash,
     )
+
+
+def checkpoint_out(row: Checkpoint) -> CheckpointOut:
+    """One stored checkpoint."""
+    return CheckpointOut(
+        size=row.size,
+        root=base64.b64encode(bytes.fromhex(row.root)).decode(),
+        signed_at=row.signed_at.isoformat(),
+        note=row.note,
+    )
+
+
+def b64_hashes(hashes: list[bytes]) -> list[str]:
+    """Proof hashes as the API sends them."""
+    return [base64.b64encode(h).decode() for h in hashes]
 
 
 def report_out(report: ChainReport) -> ChainReportOut:

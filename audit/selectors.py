@@ -1,34 +1,31 @@
 """Reads of the audit log: its events a page at a time under filters, one event, the
-checkpoints, verifying a tenant's history, listing the chains.
+checkpoints, verifying a tenant's history, listing the logs.
 
-Every read for a page or the API shows sequenced events only (``seq`` set): an event
-inserted but not yet numbered is not part of the log anyone can cite.
-
-Verification streams the chain from the database through the engine's
-:func:`~keelgate.audit.verify_chain`, then checks the result against the tenant's
-``ChainHead`` row. The hash links alone cannot see a deleted tail or a well-forged
-event appended after the head; the head row, written in the same transaction as every
-append, can. A signed digest (``against``) catches what the head row cannot: a rewrite
-that also updated the head row.
+Every read of events first sequences what is pending for its tenant
+(:func:`audit.wiring.integrate_pending`, never waiting for a sequencer that is at work), so
+a committed event is never missing from what a reader sees, and shows sequenced events
+only (``seq`` set): an event not yet numbered is not part of the log anyone can cite.
+Verification is :mod:`audit.verification`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from audit.digest import ChainDigest, sign_head, verify_digest
+from audit.digest import ChainDigest, sign_head
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead, Checkpoint
-from audit.wiring import audit_log
-from keelgate.audit import GENESIS_HASH, AuditEvent, ChainReport, format_at, verify_chain
+from audit.verification import HEAD_MISMATCH, verify_log
+from audit.wiring import integrate_pending
+from keelgate.audit import ChainReport, format_at
 from keelgate.errors import ChainBrokenError
 from keelgate.tracing import DECISION_KINDS as TRACED_DECISIONS
 from sitekit import metrics
-from sitekit.errors import DigestError, EmptyChainError, NotFoundError
+from sitekit.errors import EmptyChainError, NotFoundError
 from sitekit.paging import Filter, Keyset, Listing, Page, Range, Span, flag, time_span
 
 __all__ = [
@@ -37,7 +34,6 @@ __all__ = [
     "DECISION_KINDS",
     "HEAD_MISMATCH",
     "QUALIFIERS",
-    "audit_checkpoint_latest",
     "audit_checkpoints",
     "audit_digest",
     "audit_event",
@@ -48,11 +44,6 @@ __all__ = [
     "audit_verify",
     "audit_window",
 ]
-
-HEAD_MISMATCH = "head_mismatch"
-"""A :class:`ChainReport` reason added by the site: the events do not end at the
-``ChainHead`` row (a deleted tail, an event appended behind the store's back, or an
-edited head row). ``first_bad_seq`` is the first number that disagrees."""
 
 DECISION_KINDS = (*sorted(TRACED_DECISIONS), "run.cancel_requested")
 """The kinds the Decisions view lists: the decisions the engine applies and traces
@@ -127,6 +118,7 @@ def audit_events(
     :data:`AUDIT_EVENTS`, parsed), numbered between ``after_seq`` and ``before_seq`` (both
     excluded, either open): the ``limit`` oldest, or with ``newest_first`` the newest. The
     page's ``next_key`` is where the next page in the same direction starts."""
+    integrate_pending([tenant_id])
     rows = _sequenced(tenant_id)
     if newest_first:
         if after_seq is not None:
@@ -205,20 +197,6 @@ def audit_event(*, tenant_id: str, seq: int) -> EventRow:
     return row
 
 
-CHECKPOINTS = Listing(Keyset(Checkpoint, "-size"))
-"""A tenant's signed checkpoints, newest (largest) first; ``size`` is unique within a tenant."""
-
-
-def audit_checkpoints(*, tenant_id: str, cursor: str | None, limit: int) -> Page[Checkpoint]:
-    """A page of the tenant's checkpoints, newest first, after ``cursor``."""
-    return CHECKPOINTS.page(Checkpoint.objects.filter(tenant_id=tenant_id), cursor=cursor, limit=limit)
-
-
-def audit_checkpoint_latest(*, tenant_id: str) -> Checkpoint | None:
-    """The tenant's largest checkpoint, or None before the first is signed."""
-    return Checkpoint.objects.filter(tenant_id=tenant_id).order_by("-size").first()
-
-
 def audit_tenants() -> list[str]:
     """Every tenant with a chain, sorted: a head row or at least one event.
 
@@ -254,89 +232,17 @@ def audit_digest(*, tenant_id: str) -> ChainDigest:
 
 def audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:
     """:func:`_audit_verify`, and a broken chain counted in ``keelgate_audit_verify_failures_total``."""
-    report = _audit_verify(tenant_id=tenant_id, against=against)
+    report = verify_log(tenant_id=tenant_id, against=against)
     if not report.ok:
         metrics.AUDIT_VERIFY_FAILURES.inc()
     return report
 
 
-def _audit_verify(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:
-    """Verify ``tenant_id``'s chain from the database and report the first break.
-
-    With ``against`` (a digest from :func:`audit.digest.chain_digest`), the digest is
-    checked first (raising :class:`~audit.digest.DigestError` if it is malformed, for
-    another tenant or not signed by this site) and the chain must still hold its
-    ``(seq, hash)``: reason ``digest_mismatch`` otherwise, even if every hash after a
-    rewrite was recomputed. Safe to run while other processes append.
-    """
-    expect_head: tuple[int, str] | None = None
-    if against is not None:
-        verify_digest(against)
-        if against["tenant_id"] != tenant_id:
-            raise DigestError("tenant_id is another tenant's")
-        expect_head = (against["seq"], against["hash"])
-    # The head before streaming bounds the chain from below (the stream must reach
-    # it), the head after from above (later events would be forged): appends that
-    # race with the walk land between the two and are not mistaken for tampering.
-    before = _head_row(tenant_id)
-    watch = _Watch({before[0] - 1, before[0]})
-    events = watch.wrap(audit_log().events(tenant_id))
-    try:
-        report = verify_chain(events, tenant_id=tenant_id, expect_head=expect_head)
-    finally:
-        # A break ends the walk early: release the database cursor now, not at GC.
-        events.close()
-    if not report.ok:
-        return report
-    before_seq, before_hash = before
-    if report.head_seq < before_seq:
-        return _broken(report.head_seq, report.head_hash, report.head_seq + 1)
-    if before_seq > 0 and watch.seen.get(before_seq) != before_hash:
-        return _broken(before_seq - 1, watch.seen.get(before_seq - 1, GENESIS_HASH), before_seq)
-    after_seq, _ = _head_row(tenant_id)
-    if report.head_seq > after_seq:
-        return _broken(after_seq, _stored_hash(tenant_id, after_seq), after_seq + 1)
-    return report
+CHECKPOINTS = Listing(Keyset(Checkpoint, "size")).reversed()
+"""A tenant's checkpoints, newest first (``size`` is unique within a tenant's)."""
 
 
-class _Watch:
-    """Passes events through, noting the hashes at a few numbers of interest.
-
-    Also turns a row the store cannot even parse (bad JSON, a bad time) into
-    :class:`ChainBrokenError`, which ``verify_chain`` reports as a broken link instead
-    of crashing: ``event_from_row`` lets ValueError escape.
-    """
-
-    def __init__(self, seqs: set[int]) -> None:
-        self.seqs = seqs
-        self.seen: dict[int, str] = {}
-
-    def wrap(self, events: Iterable[AuditEvent]) -> Generator[AuditEvent, None, None]:
-        try:
-            for event in events:
-                if event.seq in self.seqs:
-                    self.seen[event.seq] = event.hash
-                yield event
-        except (TypeError, ValueError) as exc:
-            raise ChainBrokenError("unreadable audit row") from exc
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
-
-
-def _head_row(tenant_id: str) -> tuple[int, str]:
-    row = ChainHead.objects.filter(tenant_id=tenant_id).values_list("seq", "hash").first()
-    return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
-
-
-def _stored_hash(tenant_id: str, seq: int) -> str:
-    if seq <= 0:
-        return GENESIS_HASH
-    found = EventRow.objects.filter(tenant_id=tenant_id, seq=seq).values_list("hash", flat=True).first()
-    return GENESIS_HASH if found is None else str(found)
-
-
-def _broken(good_seq: int, good_hash: str, bad_seq: int) -> ChainReport:
-    """A head mismatch at ``bad_seq``, the chain verified up to ``good_seq``."""
-    return ChainReport(False, good_seq, good_seq, good_hash, bad_seq, HEAD_MISMATCH)
+def audit_checkpoints(*, tenant_id: str, before: int | None = None, limit: int) -> Page[Checkpoint]:
+    """A page of the tenant's checkpoints, newest first, smaller than ``before``."""
+    rows = Checkpoint.objects.filter(tenant_id=tenant_id)
+    return CHECKPOINTS.page(rows, None, after=None if before is None else (before,), limit=limit)

@@ -1,15 +1,14 @@
-"""The engine's AuditLog on the Django ORM: one chain per tenant, appends serialised.
+"""The engine's AuditLog on the Django ORM: events inserted in the writer's transaction.
 
-An append locks the tenant's ``ChainHead`` row until its transaction ends
-(``SELECT ... FOR UPDATE``; on SQLite the IMMEDIATE transaction already holds the write
-lock), inserts the event with the next number and the hash linking it to the head, and
-moves the head, so two writers in any number of processes can never fork the chain or
-reuse a number. The append joins the caller's transaction when there is one (or its
-commit group's): a state change and its audit event commit together or not at all.
+An append inserts the event unnumbered (``seq`` NULL) in the caller's transaction (or
+its commit group's), so a state change and its audit event commit together or not at
+all, and then sequences it (:func:`audit.tree.integrate`) in the same transaction,
+waiting for the tenant's head lock: the readable default, what SQLite runs, where
+writers are serialised anyway. Reads show sequenced events only.
 
-This is the readable default, what SQLite runs. On PostgreSQL the wiring
-(:func:`audit.wiring.audit_log`) hands out :class:`audit.store_postgresql.PostgresAuditLog`,
-which writes the same rows in fewer round trips and wakes the console with ``NOTIFY``.
+On PostgreSQL the wiring (:func:`audit.wiring.audit_log`) hands out
+:class:`audit.store_postgresql.PostgresAuditLog`, whose appends only insert: the
+sequencer, or the next reader, numbers them, so writers never wait for one another.
 """
 
 from __future__ import annotations
@@ -17,25 +16,26 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 
+from audit.models import TREE_LEAF
 from audit.models import AuditEvent as EventRow
-from audit.models import ChainHead
-from keelgate.audit import GENESIS_HASH, AuditEvent, encode_body, format_at, stored_event
+from audit.tree import integrate
+from keelgate.audit import AuditEvent, encode_body, format_at, i_json, leaf_bytes
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
 from sitekit.commits import DjangoCommitGroup
 
 NOTIFY_CHANNEL = "keelgate_audit"
-"""Where PostgreSQL's log announces each committed event (``approvals.outbox`` listens)."""
+"""Where PostgreSQL's log announces each tenant's new head (``approvals.outbox`` listens)."""
 
 
 class DjangoAuditLog:
-    """Per-tenant hash chains in the ``audit_auditevent`` table."""
+    """Per-tenant logs in the ``audit_auditevent`` table."""
 
     def __init__(self, *, clock: Clock | None = None, group: DjangoCommitGroup | None = None) -> None:
         self.clock: Clock = clock or SystemClock()
@@ -43,28 +43,24 @@ class DjangoAuditLog:
         """The commit group shared with a loop's other stores, or None (each append its own)."""
 
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
-        """Append one event under the tenant's head lock and return it."""
-        encoded = encode_body(body)  # refuse a non-JSON body before taking the lock
+        """Append one event, sequence it, and return it as stored."""
         with self._write():
-            head = lock_head(tenant_id)
-            event = stored_event(tenant_id, head.seq + 1, self.clock.now(), actor, kind, encoded, head.hash)
-            EventRow.objects.create(
-                tenant_id=tenant_id,
-                seq=event.seq,
-                at=format_at(event.at),
-                actor=actor,
-                kind=kind,
-                body=encoded[0],
-                prev_hash=event.prev_hash,
-                hash=event.hash,
-            )
-            ChainHead.objects.filter(tenant_id=tenant_id, seq=head.seq).update(seq=event.seq, hash=event.hash)
-            transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
-        return event
+            row = self._insert(tenant_id, actor, kind, body)
+            while integrate(tenant_id, wait=True):  # a backlog may stand before this event
+                row.refresh_from_db(fields=["seq", "leaf_hash"])
+                if row.seq is not None:
+                    break
+        return event_from_row(row)
 
     def record(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> None:
         """Append without answering with the event (``keelgate.audit.RecordingAuditLog``)."""
         self.append(tenant_id, actor=actor, kind=kind, body=body)
+
+    def _insert(self, tenant_id: str, actor: str, kind: str, body: Mapping[str, Any]) -> EventRow:
+        """Insert the event unnumbered, in the current transaction."""
+        row = EventRow.objects.create(**pending_event(tenant_id, self.clock.now(), actor, kind, body))
+        transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
+        return row
 
     def _write(self) -> AbstractContextManager[Any]:
         """The transaction an append joins: its group's, else the caller's or its own."""
@@ -73,7 +69,7 @@ class DjangoAuditLog:
         return transaction.atomic(savepoint=False)
 
     def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
-        """The tenant's events after ``after_seq``, oldest first, streamed in chunks."""
+        """The tenant's sequenced events after ``after_seq``, oldest first, streamed in chunks."""
         rows = EventRow.objects.filter(tenant_id=tenant_id, seq__gt=after_seq).order_by("seq")
         if limit is not None:
             rows = rows[:limit]
@@ -81,29 +77,49 @@ class DjangoAuditLog:
             yield event_from_row(row)
 
     def head(self, tenant_id: str) -> AuditEvent | None:
-        """The newest event of the tenant's chain."""
-        row = EventRow.objects.filter(tenant_id=tenant_id).order_by("-seq").first()
+        """The newest sequenced event of the tenant's log."""
+        row = EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=False).order_by("-seq").first()
         return None if row is None else event_from_row(row)
 
 
-def lock_head(tenant_id: str) -> ChainHead:
-    """The tenant's head, locked until the transaction ends (created first if missing).
+def pending_event(
+    tenant_id: str, at: datetime, actor: str, kind: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """An unnumbered event's columns.
 
-    Only a tenant's first append finds no row: the insert that leaves an existing one
-    alone makes it, whoever wins, and the locking read then waits for the winner.
+    Raises TypeError or ValueError for a body that is not JSON: refused here, in the
+    writer's transaction, never found by the sequencer. An integer RFC 8785 cannot
+    carry (beyond 2**53) is kept as its decimal text (:func:`keelgate.audit.i_json`).
     """
-    heads = ChainHead.objects.select_for_update()
-    head = heads.filter(tenant_id=tenant_id).first()
-    if head is None:
-        ChainHead.objects.bulk_create(
-            [ChainHead(tenant_id=tenant_id, seq=0, hash=GENESIS_HASH)], ignore_conflicts=True
-        )
-        head = heads.get(tenant_id=tenant_id)
-    return head
+    text, value = encode_body(body)
+    if text != (safe := encode_body(i_json(value)))[0]:
+        text, value = safe
+    leaf_bytes({"body": value})
+    run_id, tool = value.get("run_id"), value.get("tool")
+    return {
+        "tenant_id": tenant_id,
+        "seq": None,
+        "at": format_at(_aware(at)),
+        "actor": actor,
+        "kind": kind,
+        "body": text,
+        "run_id": run_id[:64] if isinstance(run_id, str) else "",
+        "tool": tool[:200] if isinstance(tool, str) else "",
+        "version": TREE_LEAF,
+    }
+
+
+def _aware(at: datetime) -> datetime:
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError("audit times must be timezone-aware")
+    return at.astimezone(UTC)
 
 
 def event_from_row(row: EventRow) -> AuditEvent:
-    """Rebuild the engine's event exactly as stored (the hash is checked by verify, not here)."""
+    """Rebuild the engine's event exactly as stored (the hash is checked by verify, not here).
+
+    A hash-chained event carries its link (``prev_hash``, ``hash``); a tree leaf no
+    ``prev_hash`` and its leaf's hash."""
     try:
         at = datetime.fromisoformat(row.at)
         body = json.loads(row.body)
@@ -119,5 +135,5 @@ def event_from_row(row: EventRow) -> AuditEvent:
         kind=row.kind,
         body=body,
         prev_hash=row.prev_hash,
-        hash=row.hash,
+        hash=row.hash or row.leaf_hash,  # a tree leaf's own hash; a chained event's link
     )

@@ -21,17 +21,18 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from audit.checkpoints import latest_checkpoint
 from audit.kinds import EVENT_KINDS
 from audit.review import ReviewQuery, checkpoint_entries, decision_entries, event_entries
 from audit.selectors import (
-    audit_checkpoint_latest,
     audit_checkpoints,
     audit_event,
     audit_heads,
     audit_verify,
     audit_window,
 )
-from sitekit.errors import NotFoundError
+from sitekit.api import MAX_ID
+from sitekit.errors import InvalidCursorError, NotFoundError
 from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
@@ -141,7 +142,7 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
     _require_member(request, tenant_id)
     row = audit_event(tenant_id=tenant_id, seq=seq)
     (entry,) = event_entries(tenant_id, [row])
-    checkpoint = audit_checkpoint_latest(tenant_id=tenant_id)
+    checkpoint = latest_checkpoint(tenant_id)
     return render(
         request,
         "audit/event.html",
@@ -158,19 +159,21 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
 @require_GET
 @console_page
 def audit_checkpoints_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
-    """The tenant's signed checkpoints, newest first, paged by size."""
+    """The tenant's signed checkpoints, newest first, paged by size (``?before=<size>``)."""
     _require_member(request, tenant_id)
-    cursor = request.GET.get("cursor") or None
-    # A cursor this site did not hand out is InvalidCursorError: console_page's 400 page.
-    page = audit_checkpoints(tenant_id=tenant_id, cursor=cursor, limit=CHECKPOINT_PAGE_SIZE)
+    text = (request.GET.get("before") or "").strip()
+    before = int(text) if text.isdigit() and 0 < int(text) <= MAX_ID else None
+    if text and before is None:
+        raise InvalidCursorError()  # a hand-edited link: console_page's 400 page says so
+    page = audit_checkpoints(tenant_id=tenant_id, before=before, limit=CHECKPOINT_PAGE_SIZE)
     return render(
         request,
         "audit/checkpoints.html",
         {
             "tenant_id": tenant_id,
             "checkpoints": checkpoint_entries(page.rows),
-            "next_cursor": page.next_cursor,
-            "paged": cursor is not None,
+            "older": page.next_key[0] if page.next_key else None,
+            "paged": before is not None,
         },
     )
 

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import importlib.util
 import os
+from urllib.parse import urlsplit
 from datetime import timedelta
 from pathlib import Path
 
@@ -290,7 +291,17 @@ def _signing_key() -> str:
 
 
 KEELGATE_AUDIT_SIGNING_KEY = _signing_key()
-"""Ed25519 private key (32 raw bytes, base64) that signs exported chain-head digests."""
+"""Ed25519 private key (32 raw bytes, base64) that signs the audit log's checkpoints and
+exported chain-head digests."""
+
+KEELGATE_AUDIT_ORIGIN = os.environ.get(
+    "KEELGATE_AUDIT_ORIGIN", urlsplit(KEELGATE_CONSOLE_URL).netloc + "/keelgate/{tenant}"
+)
+"""Each tenant's log origin, the first line of its checkpoints and its verifier key's name;
+``{tenant}`` is replaced by the tenant's id. Default ``<console host>/keelgate/<tenant>``."""
+
+KEELGATE_AUDIT_CHECKPOINT_INTERVAL = float(os.environ.get("KEELGATE_AUDIT_CHECKPOINT_INTERVAL", "0.5"))
+"""Seconds between two signed checkpoints of one tenant while its events arrive."""
 
 # -- Email (notifications/emails/) ------------------------------------------------------
 

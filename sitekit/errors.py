@@ -174,6 +174,18 @@ class EmptyChainError(DigestError):
     http_status = 404
 
 
+class ProofRangeError(KeelgateError):
+    """A proof asked for a leaf or a tree size the tenant's log does not have."""
+
+    code = "proof_out_of_range"
+    message = "A proof parameter is out of range."
+    http_status = 422
+
+    def __init__(self, field: str = "", bound: str = "in range") -> None:
+        super().__init__(f"query.{field}: must be {bound}" if field else "")
+        self.field = field
+
+
 class WebhookUrlRefusedError(KeelgateError):
     """A webhook URL that is not http(s), or reaches an address the settings do not allow (SSRF)."""
 

@@ -1,4 +1,12 @@
-"""The audit chain: append-only events, one sha256 hash chain per tenant.
+"""The audit log: append-only events per tenant, a Merkle tree over them, signed checkpoints.
+
+Events written before the tree link into one sha256 hash chain per tenant; every event
+is a leaf of an RFC 6962 tree (its RFC 8785 bytes, :func:`leaf_bytes`), whose roots are
+signed as C2SP checkpoints (:func:`sign_note`, :func:`format_checkpoint`) and whose
+inclusion and consistency proofs (:func:`inclusion_proof`, :func:`consistency_proof`)
+check here and with Go's ``sumdb/tlog``. A bundle of events with its checkpoint and
+proofs (:func:`build_bundle`) is checked offline by :func:`verify_bundle`, as
+``python -m keelgate.audit.verify`` does.
 
 Every event links to the previous one's hash, so :func:`verify` finds any edited,
 deleted, inserted or reordered event; a head ``(seq, hash)`` exported elsewhere
@@ -13,6 +21,7 @@ bytes around the event's number, for a store whose database links the event), an
 hash was taken over).
 """
 
+from keelgate.audit._bundle import BUNDLE_FORMAT, BundleError, BundleReport, build_bundle, verify_bundle
 from keelgate.audit._event import (
     GENESIS_HASH,
     AuditEvent,
@@ -25,29 +34,100 @@ from keelgate.audit._event import (
     page_in_stored_form,
     stored_event,
 )
+from keelgate.audit._leaf import (
+    LEAF_FIELDS,
+    MAX_SAFE_INTEGER,
+    i_json,
+    leaf_bytes,
+    leaf_object,
+    object_leaf_hash,
+)
 from keelgate.audit._memory import InMemoryAuditLog
+from keelgate.audit._merkle import (
+    EMPTY_ROOT,
+    HashReader,
+    ProofError,
+    TreeBuilder,
+    check_consistency,
+    check_inclusion,
+    consistency_proof,
+    inclusion_proof,
+    leaf_hash,
+    new_nodes,
+    node_hash,
+    range_nodes,
+    range_proof,
+    root_from_nodes,
+    root_from_range,
+    tree_root,
+)
+from keelgate.audit._note import (
+    Checkpoint,
+    NoteError,
+    VerifierKey,
+    format_checkpoint,
+    open_note,
+    parse_checkpoint,
+    sign_note,
+    verifier_key,
+)
 from keelgate.audit._protocol import AuditLog, RecordingAuditLog
 from keelgate.audit._sqlite import SqliteAuditLog
 from keelgate.audit._verify import ChainReport, StoredRow, verify, verify_chain, verify_rows
 
 __all__ = [
+    "BUNDLE_FORMAT",
+    "EMPTY_ROOT",
     "GENESIS_HASH",
+    "LEAF_FIELDS",
+    "MAX_SAFE_INTEGER",
     "AuditEvent",
     "AuditLog",
+    "BundleError",
+    "BundleReport",
     "ChainReport",
+    "Checkpoint",
+    "HashReader",
     "InMemoryAuditLog",
+    "NoteError",
+    "ProofError",
     "RecordingAuditLog",
     "SqliteAuditLog",
     "StoredRow",
+    "TreeBuilder",
+    "VerifierKey",
+    "build_bundle",
+    "check_consistency",
+    "check_inclusion",
     "compute_hash",
+    "consistency_proof",
     "encode_body",
     "fast_canonical",
     "format_at",
+    "format_checkpoint",
+    "i_json",
     "in_stored_form",
+    "inclusion_proof",
+    "leaf_bytes",
+    "leaf_hash",
+    "leaf_object",
     "linked_parts",
+    "new_nodes",
+    "node_hash",
+    "object_leaf_hash",
+    "open_note",
     "page_in_stored_form",
+    "parse_checkpoint",
+    "range_nodes",
+    "range_proof",
+    "root_from_nodes",
+    "root_from_range",
+    "sign_note",
     "stored_event",
+    "tree_root",
+    "verifier_key",
     "verify",
+    "verify_bundle",
     "verify_chain",
     "verify_rows",
 ]

@@ -10,6 +10,11 @@ Proofs are lists of hashes in RFC 9162 order (the sibling nearest the leaf first
 :func:`check_inclusion` and :func:`check_consistency` are RFC 9162 §2.1.3.2 and §2.1.4.2
 verbatim, so a proof that passes here passes Go's ``tlog.CheckRecord`` and
 ``tlog.CheckTree`` and the other way round.
+
+A range proof (:func:`range_proof`, which RFC 9162 does not define) is what the root
+needs besides a run of consecutive leaves, so a bundle of events proves itself against a
+signed root: the hashes of the subtrees of MTH's recursion that hold none of them, left
+to right.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = [
     "EMPTY_ROOT",
     "HashReader",
     "ProofError",
+    "TreeBuilder",
     "check_consistency",
     "check_inclusion",
     "consistency_proof",
@@ -29,7 +35,9 @@ __all__ = [
     "new_nodes",
     "node_hash",
     "range_nodes",
+    "range_proof",
     "root_from_nodes",
+    "root_from_range",
     "tree_root",
 ]
 
@@ -81,6 +89,35 @@ def root_from_nodes(hashes: Sequence[bytes]) -> bytes:
     for left in reversed(hashes[:-1]):
         root = node_hash(left, root)
     return root
+
+
+class TreeBuilder:
+    """A tree grown one leaf at a time, keeping only its O(log n) complete right edge.
+
+    For walking a whole log (verifying it, exporting it) without a store: ``add``
+    answers with the complete subtrees each leaf completes, ``root`` is the current root.
+    """
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._edge: list[tuple[int, bytes]] = []  # (level, hash), levels strictly decreasing
+
+    def add(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        """Append one leaf hash; the ``(level, index, hash)`` of every subtree it completes."""
+        index, h, level = self.size, leaf, 0
+        made = [(0, index, h)]
+        while self._edge and self._edge[-1][0] == level:
+            _, left = self._edge.pop()
+            h = node_hash(left, h)
+            level += 1
+            made.append((level, index >> level, h))
+        self._edge.append((level, h))
+        self.size += 1
+        return made
+
+    def root(self) -> bytes:
+        """The root of the leaves added so far."""
+        return root_from_nodes([h for _, h in self._edge])
 
 
 def _ranges_hashes(ranges: Sequence[tuple[int, int]], read: HashReader) -> list[bytes]:
@@ -213,9 +250,93 @@ def check_consistency(
         raise ProofError("consistency proof does not lead to the second root")
 
 
-def new_nodes(
-    start: int, leaves: Iterable[bytes], read: HashReader
-) -> list[tuple[int, int, bytes]]:
+def _range_root(
+    lo: int,
+    hi: int,
+    start: int,
+    end: int,
+    outside: Callable[[int, int], bytes],
+    inside: Callable[[int, int], bytes],
+) -> bytes:
+    """RFC 6962's ``MTH(D[start:end])``, cut where it meets the leaves ``[lo, hi)``.
+
+    A subtree disjoint from ``[lo, hi)`` is ``outside(start, end)`` (a hash a proof
+    carries), one inside it ``inside(start, end)`` (hashed from the leaves); one
+    overlapping it in part is split at the largest power of two below its size, as MTH
+    splits it. Subtrees are visited left to right, depth first: the proof's order.
+    """
+    if end <= lo or start >= hi:
+        return outside(start, end)
+    if lo <= start and end <= hi:
+        return inside(start, end)
+    k = _split(end - start)
+    left = _range_root(lo, hi, start, start + k, outside, inside)
+    return node_hash(left, _range_root(lo, hi, start + k, end, outside, inside))
+
+
+def _check_range(lo: int, hi: int, size: int) -> None:
+    if not 0 <= lo < hi <= size:
+        raise ProofError(f"leaves [{lo}, {hi}) are not a range of a tree of {size}")
+
+
+def range_proof(lo: int, hi: int, size: int, read: HashReader) -> list[bytes]:
+    """What the root of ``size`` leaves needs besides the leaves ``[lo, hi)``.
+
+    The hashes of the subtrees of RFC 6962's recursion that hold none of those leaves,
+    left to right, read in one batch; :func:`root_from_range` rebuilds the root from
+    them and the range's leaf hashes. The whole tree needs none.
+    """
+    _check_range(lo, hi, size)
+    ranges: list[tuple[int, int]] = []
+
+    def outside(start: int, end: int) -> bytes:
+        ranges.append((start, end))
+        return EMPTY_ROOT  # a stand-in: only the ranges are wanted here
+
+    _range_root(lo, hi, 0, size, outside, lambda start, end: EMPTY_ROOT)
+    return _ranges_hashes(ranges, read) if ranges else []
+
+
+def _mth(hashes: Sequence[bytes]) -> bytes:
+    # MTH of a run of leaf hashes, bottom up: each level paired left to right, an odd
+    # last hash moving up unchanged, which builds the tree RFC 6962's split builds.
+    level = list(hashes)
+    while len(level) > 1:
+        paired = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) & 1:
+            paired.append(level[-1])
+        level = paired
+    return level[0]
+
+
+def root_from_range(
+    lo: int, hi: int, size: int, leaf_hashes: Sequence[bytes], proof: Sequence[bytes]
+) -> bytes:
+    """The root of ``size`` leaves from the hashes of leaves ``[lo, hi)`` and their
+    :func:`range_proof`.
+
+    Compare it with a signed root: only the right leaves in the right places, with the
+    right proof, give it. Raises :class:`ProofError` for a leaf count or a proof length
+    that does not fit the range.
+    """
+    _check_range(lo, hi, size)
+    if len(leaf_hashes) != hi - lo:
+        raise ProofError(f"{len(leaf_hashes)} leaf hashes for the {hi - lo} leaves [{lo}, {hi})")
+    given = iter(proof)
+
+    def outside(start: int, end: int) -> bytes:
+        found = next(given, None)
+        if found is None:
+            raise ProofError("range proof is too short")
+        return found
+
+    root = _range_root(lo, hi, 0, size, outside, lambda start, end: _mth(leaf_hashes[start - lo : end - lo]))
+    if next(given, None) is not None:
+        raise ProofError("range proof is too long")
+    return root
+
+
+def new_nodes(start: int, leaves: Iterable[bytes], read: HashReader) -> list[tuple[int, int, bytes]]:
     """The complete subtrees that appending ``leaves`` (leaf hashes) at index ``start``
     completes, as ``(level, index, hash)``: what a log stores for them, leaves included.
 

@@ -305,13 +305,13 @@ def _audit_handlers() -> dict[str, Any]:
 
     def review_log(password: str) -> dict[str, Any]:
         """Tenant ``review`` with its viewer ``rev``: the review tests' log (LOG, 30 events,
-        and three unsequenced) and a finished run ``r-1`` whose events are in it."""
+        appended through the product's log) and a finished run ``r-1`` whose events are in it."""
         from django.contrib.auth import get_user_model
 
         from audit.models import AuditEvent
         from runs.models import Run, RunStatus
         from tenants.models import Membership, Role, Tenant
-        from tests.site.audit.review_log import write_log
+        from tests.site.audit.review_log import append_log
 
         tenant, _ = Tenant.objects.get_or_create(slug="review", defaults={"name": "Review"})
         rev, _ = get_user_model().objects.get_or_create(username="rev")
@@ -319,7 +319,7 @@ def _audit_handlers() -> dict[str, Any]:
         rev.save()
         Membership.objects.update_or_create(user=rev, tenant=tenant, defaults={"role": Role.VIEWER})
         if not AuditEvent.objects.filter(tenant_id="review").exists():
-            write_log("review")
+            append_log("review")
             Run.objects.create(
                 tenant_id="review",
                 run_id="r-1",

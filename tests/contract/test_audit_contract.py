@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from keelgate.audit import AuditLog, InMemoryAuditLog, SqliteAuditLog
-from keelgate.testing.contract.audit import AuditLogContract, LogFactory
+from keelgate.testing.contract.audit import ChainedAuditLogContract, LogFactory
 
 
-class TestInMemoryAuditLog(AuditLogContract):
+class TestInMemoryAuditLog(ChainedAuditLogContract):
     """The in-memory log: every handle is the same instance."""
 
     @pytest.fixture
@@ -21,7 +21,7 @@ class TestInMemoryAuditLog(AuditLogContract):
         return lambda: log
 
 
-class TestSqliteAuditLog(AuditLogContract):
+class TestSqliteAuditLog(ChainedAuditLogContract):
     """The SQLite log: every handle is a new connection to one file."""
 
     @pytest.fixture

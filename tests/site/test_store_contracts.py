@@ -6,6 +6,7 @@ import pytest
 
 from audit.store import DjangoAuditLog
 from audit.store_postgresql import PostgresAuditLog
+from audit.verification import verify_log
 from keelgate.testing.contract.audit import AuditLogContract
 from keelgate.testing.contract.checkpoint import HistoryCheckpointStoreContract
 from keelgate.testing.contract.idempotency import IdempotencyStoreContract
@@ -32,20 +33,26 @@ class TestDjangoIdempotencyStore(IdempotencyStoreContract):
 
 
 class TestDjangoAuditLog(AuditLogContract):
-    """The audit chain in the ORM."""
+    """The audit log in the ORM: a Merkle tree per tenant, verified by the site's walk."""
 
     @pytest.fixture
     def make_log(self, transactional_db):
         return DjangoAuditLog
 
+    def log_verifies(self, log, tenant_id):
+        return verify_log(tenant_id=tenant_id).ok
+
 
 class TestPostgresAuditLog(AuditLogContract):
-    """The audit chain by PostgreSQL's own statements (``audit.store_postgresql``)."""
+    """The audit log by PostgreSQL's own statements (``audit.store_postgresql``)."""
 
     @pytest.fixture
     def make_log(self, transactional_db):
         require_postgres("the PostgreSQL implementation")
         return PostgresAuditLog
+
+    def log_verifies(self, log, tenant_id):
+        return verify_log(tenant_id=tenant_id).ok
 
 
 def _postgresql(store: type) -> object:

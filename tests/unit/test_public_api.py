@@ -162,23 +162,58 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "__version__",
     ],
     "keelgate.audit": [
+        "BUNDLE_FORMAT",
+        "EMPTY_ROOT",
         "GENESIS_HASH",
+        "LEAF_FIELDS",
+        "MAX_SAFE_INTEGER",
         "AuditEvent",
         "AuditLog",
+        "BundleError",
+        "BundleReport",
         "ChainReport",
+        "Checkpoint",
+        "HashReader",
         "InMemoryAuditLog",
+        "NoteError",
+        "ProofError",
         "RecordingAuditLog",
         "SqliteAuditLog",
         "StoredRow",
+        "TreeBuilder",
+        "VerifierKey",
+        "build_bundle",
+        "check_consistency",
+        "check_inclusion",
         "compute_hash",
+        "consistency_proof",
         "encode_body",
         "fast_canonical",
         "format_at",
+        "format_checkpoint",
+        "i_json",
         "in_stored_form",
+        "inclusion_proof",
+        "leaf_bytes",
+        "leaf_hash",
+        "leaf_object",
         "linked_parts",
+        "new_nodes",
+        "node_hash",
+        "object_leaf_hash",
+        "open_note",
         "page_in_stored_form",
+        "parse_checkpoint",
+        "range_nodes",
+        "range_proof",
+        "root_from_nodes",
+        "root_from_range",
+        "sign_note",
         "stored_event",
+        "tree_root",
+        "verifier_key",
         "verify",
+        "verify_bundle",
         "verify_chain",
         "verify_rows",
     ],
@@ -398,6 +433,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
     "keelgate.testing.contract": [],
     "keelgate.testing.contract.audit": [
         "AuditLogContract",
+        "ChainedAuditLogContract",
         "LogFactory",
     ],
     "keelgate.testing.contract.checkpoint": [
@@ -433,6 +469,11 @@ SEED_REEXPORTS = {
 """Names the seed's API reference puts in ``keelgate.loop`` that live in another package too."""
 
 
+COMMAND_MODULES = {"keelgate.audit.verify"}
+"""Commands run with ``python -m``, never imported: no ``__all__``. Importing
+``keelgate.audit.verify`` would put the module where the function of that name is."""
+
+
 def _engine_modules(*, private: bool) -> list[str]:
     """The engine's public modules, or its private ones (``_name`` inside a public package)."""
     import pkgutil
@@ -442,7 +483,7 @@ def _engine_modules(*, private: bool) -> list[str]:
     found = [] if private else ["keelgate"]
     for info in pkgutil.walk_packages(keelgate.__path__, "keelgate."):
         parts = info.name.split(".")
-        if any(part.startswith("_") for part in parts[:-1]):
+        if any(part.startswith("_") for part in parts[:-1]) or info.name in COMMAND_MODULES:
             continue
         if parts[-1].startswith("_") is private:
             found.append(info.name)
@@ -491,3 +532,20 @@ def test_the_private_module_contract_lists_every_private_engine_module():
     (contract,) = [c for c in contracts if c["type"] == "forbidden" and "private engine module" in c["name"]]
     assert set(contract["forbidden_modules"]) == private
     assert len(private) > 40
+
+
+def test_a_command_module_only_runs_main_from_a_private_module():
+    """Each command module only imports its ``main`` from a private module and runs it as __main__."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    for name in COMMAND_MODULES:
+        spec = importlib.util.find_spec(name)  # finds the file without importing the module
+        assert spec is not None and spec.origin is not None
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        body = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring aside
+        assert [type(node) for node in body] == [ast.ImportFrom, ast.If], name
+        (imported,) = body[0].names
+        assert imported.name == "main"
+        assert body[0].module is not None and body[0].module.rsplit(".", 1)[-1].startswith("_")

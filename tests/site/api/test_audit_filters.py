@@ -9,16 +9,18 @@ import pytest
 
 from audit.models import AuditEvent
 from audit.selectors import DECISION_KINDS
-from tests.site.audit.review_log import LOG, UNSEQUENCED_ACTOR, write_log
+from tests.site.audit.review_log import LOG, UNSEQUENCED_ACTOR, hold_sequencing, write_log
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def log(keys):
-    """t1 and t2 each hold LOG (same run ids, actors and times) and three unsequenced events."""
-    write_log("t1")
-    write_log("t2")
+def log(keys, monkeypatch):
+    """t1 and t2 each hold LOG (same run ids, actors and times) and three events a sequencer
+    at work has not numbered yet."""
+    hold_sequencing(monkeypatch)
+    write_log("t1", unsequenced=3)
+    write_log("t2", unsequenced=3)
     AuditEvent.objects.filter(tenant_id="t2").update(actor="t2-person")
 
 

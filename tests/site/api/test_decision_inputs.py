@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from approvals.models import UnknownOutcome
+from audit.selectors import audit_verify
 from audit.wiring import audit_log
-from keelgate.audit import verify
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Run, RunStatus
@@ -41,7 +41,7 @@ def test_a_reconcile_with_the_brokerages_record_ends_with_an_answer_that_matches
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]
     event = next(e for e in audit_log().events("t1") if e.kind == "loop.reconciled")
     assert event.body["note"] == "in the ledger" and event.body["result_recorded"] is True
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
 
 
 def test_a_reconcile_without_a_result_never_ends_with_not_placed(client, pending):

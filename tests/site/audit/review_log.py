@@ -3,8 +3,11 @@
 ``LOG`` is 30 sequenced events two hours apart from 2026-12-01 00:00 UTC, with three
 actors, four kinds, five runs (every seventh event names none) and two tools; the tests
 compute what a filter must keep from this list, in Python, not from the code under test.
-``write_log`` also writes events that are not sequenced yet (``seq`` NULL), which no
-page or API may show, and moves the tenant's head as the sequencer would.
+``write_log`` writes them sequenced, as the sequencer leaves them (leaf hashes made up: no
+page recomputes one), and moves the tenant's head; with ``unsequenced`` it also writes
+events not numbered yet (``seq`` NULL), which a reader would sequence unless a sequencer
+at work holds the head: tests that write them stand in for that sequencer
+(``hold_sequencing``).
 """
 
 from __future__ import annotations
@@ -49,20 +52,25 @@ def spec(seq: int) -> Spec:
 LOG = [spec(seq) for seq in range(1, 31)]
 
 
+def body(s: Spec) -> dict[str, object]:
+    """The body ``s``'s writer gives it: its number, and its run and tool when it has them."""
+    found: dict[str, object] = {"n": s.seq}
+    if s.run_id:
+        found["run_id"] = s.run_id
+    if s.tool:
+        found["tool"] = s.tool
+    return found
+
+
 def row(tenant_id: str, s: Spec, *, seq: int | None = None) -> AuditEvent:
     """An unsaved row for ``s`` (with ``seq`` None: not sequenced yet)."""
-    body: dict[str, object] = {"n": s.seq}
-    if s.run_id:
-        body["run_id"] = s.run_id
-    if s.tool:
-        body["tool"] = s.tool
     return AuditEvent(
         tenant_id=tenant_id,
         seq=seq,
         at=format_at(s.at),
         actor=s.actor,
         kind=s.kind,
-        body=json.dumps(body, sort_keys=True),
+        body=json.dumps(body(s), sort_keys=True),
         run_id=s.run_id,
         tool=s.tool,
         version=TREE_LEAF,
@@ -70,7 +78,7 @@ def row(tenant_id: str, s: Spec, *, seq: int | None = None) -> AuditEvent:
     )
 
 
-def write_log(tenant_id: str, log: list[Spec] = LOG, *, unsequenced: int = 3) -> None:
+def write_log(tenant_id: str, log: list[Spec] = LOG, *, unsequenced: int = 0) -> None:
     """``log`` as sequenced rows of ``tenant_id``, ``unsequenced`` more that are not, and the head."""
     rows = [row(tenant_id, s, seq=s.seq) for s in log]
     waiting = Spec(0, START, UNSEQUENCED_ACTOR, "run.requested", "r-1", "place_order")
@@ -78,3 +86,36 @@ def write_log(tenant_id: str, log: list[Spec] = LOG, *, unsequenced: int = 3) ->
     AuditEvent.objects.bulk_create(rows, batch_size=2000)
     head = max((s.seq for s in log), default=0)
     ChainHead.objects.update_or_create(tenant_id=tenant_id, defaults={"seq": head, "hash": GENESIS_HASH})
+
+
+def hold_sequencing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Readers find the head busy, as while a sequencer works: pending events stay pending."""
+    import audit.selectors
+
+    monkeypatch.setattr(audit.selectors, "integrate_pending", lambda *args, **kwargs: 0)
+
+
+class _Clock:
+    """The time each appended event is written at (``keelgate.clock.Clock``)."""
+
+    def __init__(self) -> None:
+        self.at = START
+
+    def now(self) -> datetime:
+        return self.at
+
+    def monotonic(self) -> float:
+        return 0.0
+
+
+def append_log(tenant_id: str, log: list[Spec] = LOG) -> None:
+    """``log`` appended through the product's audit log, each event at its time: the store
+    numbers them (1, 2, ... for an empty log, as in :data:`LOG`), fills ``run_id`` and
+    ``tool`` from the body, and builds the tree, so checkpoints and proofs are real."""
+    from audit.wiring import audit_log
+
+    clock = _Clock()
+    writer = audit_log(clock=clock)
+    for s in log:
+        clock.at = s.at
+        writer.append(tenant_id, actor=s.actor, kind=s.kind, body=body(s))

@@ -1,4 +1,8 @@
-"""Signed chain-head digests: export, verification, and catching a consistent rewrite of history."""
+"""Signed head digests: export, verification, and catching a consistent rewrite of history.
+
+A digest signs a tenant's head ``(seq, root)``: the tree's size and root hex, as
+``GET /audit/head`` and ``audit_digest`` hand it out.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 from django.test import override_settings
 
 from audit.digest import verify_digest
@@ -23,10 +26,10 @@ from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead
 from audit.selectors import audit_digest, audit_verify
 from audit.wiring import audit_log
-from keelgate.audit import AuditEvent
 from keelgate.canonical import canonical_bytes
 from keelgate.errors import ChainBrokenError, ConfigurationError
 from sitekit.errors import DigestError, DigestKeyMismatchError, DigestSignatureError, EmptyChainError
+from tests.site.audit.test_tamper_sql import events_root, reseal
 
 pytestmark = pytest.mark.django_db
 
@@ -49,30 +52,12 @@ def other_key() -> str:
 def rewrite_from(tenant_id: str, start: int) -> None:
     """What a database writer can do: rewrite history from ``start``, recomputing every hash.
 
-    The actor of every event from ``start`` on becomes ``mallory``; each row is rebuilt
-    with :meth:`AuditEvent.build` and linked to the rewritten previous hash, and the
-    chain head is moved to the new last hash, so the links all check out again.
+    The actor of every event from ``start`` on becomes ``mallory``; then every leaf hash,
+    every subtree hash and the head's root are recomputed from the edited events
+    (:func:`~tests.site.audit.test_tamper_sql.reseal`), so the log verifies again alone.
     """
-    table, head = EventRow._meta.db_table, ChainHead._meta.db_table
-    prev = EventRow.objects.get(tenant_id=tenant_id, seq=start - 1).hash
-    rows = list(EventRow.objects.filter(tenant_id=tenant_id, seq__gte=start).order_by("seq"))
-    with connection.cursor() as cursor:
-        for row in rows:
-            event = AuditEvent.build(
-                tenant_id,
-                row.seq,
-                datetime.fromisoformat(row.at),
-                "mallory",
-                row.kind,
-                json.loads(row.body),
-                prev,
-            )
-            cursor.execute(
-                f"UPDATE {table} SET actor = %s, prev_hash = %s, hash = %s WHERE tenant_id = %s AND seq = %s",
-                [event.actor, event.prev_hash, event.hash, tenant_id, row.seq],
-            )
-            prev = event.hash
-        cursor.execute(f"UPDATE {head} SET hash = %s WHERE tenant_id = %s", [prev, tenant_id])
+    EventRow.objects.filter(tenant_id=tenant_id, seq__gte=start).update(actor="mallory")
+    reseal(tenant_id)
 
 
 def export(tmp_path: Path, *args: str) -> tuple[dict[str, Any], Path]:
@@ -98,13 +83,25 @@ class TestChainDigest:
     """``chain_digest`` signs the verified head of a chain."""
 
     def test_fields(self) -> None:
-        """The digest names the tenant, the head seq and hash, an aware export time, key and signature."""
+        """The digest names the tenant, the tree's size and root, an aware export time, key and signature.
+
+        The root is the one the events' own fields give (recomputed here from them alone),
+        and the one the head stores."""
         append(TENANT, 3)
         digest = audit_digest(tenant_id=TENANT)
         assert set(digest) == {"tenant_id", "seq", "hash", "exported_at", "public_key", "signature"}
-        head = EventRow.objects.get(tenant_id=TENANT, seq=3)
-        assert (digest["tenant_id"], digest["seq"], digest["hash"]) == (TENANT, 3, head.hash)
+        assert (digest["tenant_id"], digest["seq"], digest["hash"]) == (TENANT, 3, events_root(TENANT))
+        assert ChainHead.objects.get(tenant_id=TENANT).root == digest["hash"]
         assert datetime.fromisoformat(digest["exported_at"]).tzinfo is not None
+
+    def test_a_later_digest_signs_the_grown_root(self) -> None:
+        """Each append moves the root a digest signs: two heads, two roots, each the events' root then."""
+        append(TENANT, 3)
+        first = audit_digest(tenant_id=TENANT)
+        append(TENANT, 1)
+        second = audit_digest(tenant_id=TENANT)
+        assert (first["seq"], second["seq"]) == (3, 4)
+        assert first["hash"] != second["hash"] == events_root(TENANT)
 
     def test_signature_verifies_independently(self) -> None:
         """Anyone with the public key can check the signature over the canonical JSON of the four fields."""
@@ -275,12 +272,12 @@ class TestRewriteDetection:
         assert out.strip() == f"tenant={TENANT} events=7 head=7 ok"
 
     def test_truncation_below_the_digest(self, tmp_path: Path) -> None:
-        """Deleting events up to the digest's head (and moving the head row back) is a digest_mismatch."""
+        """Deleting events up to the digest's head (the tree and head resealed) is a digest_mismatch."""
         append(TENANT, 5)
         _, path = export(tmp_path)
         EventRow.objects.filter(tenant_id=TENANT, seq__gte=4).delete()
-        three = EventRow.objects.get(tenant_id=TENANT, seq=3)
-        ChainHead.objects.filter(tenant_id=TENANT).update(seq=3, hash=three.hash)
+        reseal(TENANT)  # the nodes of the deleted events gone, the head moved back to 3
+        assert ChainHead.objects.get(tenant_id=TENANT).seq == 3
         assert audit_verify(tenant_id=TENANT).ok
         _, error = verify_against(path)
         assert error is not None and "BROKEN at seq=5 reason=digest_mismatch" in error

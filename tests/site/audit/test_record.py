@@ -1,18 +1,27 @@
-"""DjangoAuditLog.record: events linked by PostgreSQL inside a grouped transaction, same chain."""
+"""DjangoAuditLog.record inside commit groups: events numbered in order, rolled back with
+their transaction, gapless under concurrent writers, and the log verifies.
+
+On SQLite (the ORM store) an event is numbered in its writer's transaction; on
+PostgreSQL ``record`` only inserts, and the next append, reader or sequencer numbers it.
+"""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent as EventRow
+from audit.models import ChainHead, TreeNode
 from audit.store import DjangoAuditLog
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.store_postgresql import INSERT_PENDING
+from audit.verification import verify_log
+from audit.wiring import audit_log, integrate_pending
 from runs.engine.loops import commit_group
 from sitekit.commits import DjangoCommitGroup
+from tests.site.audit.test_tamper_sql import events_root
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,49 +33,85 @@ def _grouped_log() -> tuple[DjangoAuditLog, DjangoCommitGroup]:
     return audit_log(group=group), group
 
 
-def test_recorded_events_chain_on_with_appends_and_verify():
-    """A new tenant's first events, recorded and then appended in one transaction: 1, 2, 3, one chain."""
+def _verified(tenant_id: str, size: int) -> None:
+    """The tenant's log verifies, ``size`` events, to the root of its events' own fields."""
+    report = verify_log(tenant_id=tenant_id)
+    assert (report.ok, report.checked, report.head_seq) == (True, size, size), report
+    assert report.head_hash == events_root(tenant_id)
+
+
+def test_recorded_events_are_numbered_in_order_with_appends():
+    """A new tenant's first events, recorded and then appended in one transaction: 1, 2, 3, in
+    the order written, and the append answers with its number."""
     log, group = _grouped_log()
     group.hold()
     try:
         log.record("t1", actor="agent:a", kind="one", body={"n": 1})
         log.record("t1", actor="agent:a", kind="two", body=ODD)
-        third = log.append("t1", actor="bob", kind="three", body={})  # reads the head the server moved
+        third = log.append("t1", actor="bob", kind="three", body={})  # numbers what waits before it
     finally:
         group.release()
-    rows = list(
-        EventRow.objects.filter(tenant_id="t1").order_by("seq").values_list("seq", "kind", "prev_hash")
-    )
-    assert [(seq, kind) for seq, kind, _ in rows] == [(1, "one"), (2, "two"), (3, "three")]
+    rows = list(EventRow.objects.filter(tenant_id="t1").order_by("seq").values_list("seq", "kind", "version"))
+    assert rows == [(1, "one", 2), (2, "two", 2), (3, "three", 2)]
     assert third.seq == 3
-    assert verify(log, "t1").ok
+    _verified("t1", 3)
     assert log.head("t1").body == {}  # type: ignore[union-attr]
     assert [e.body for e in log.events("t1")][1] == ODD
 
 
-def test_a_recorded_event_follows_an_existing_chain_in_its_own_transaction():
-    """Outside a held stretch, record joins a chain that appends started, one commit per event."""
+def test_on_sqlite_an_event_is_numbered_in_its_writers_transaction():
+    """Inside the held transaction a recorded event already has its number, leaf and the
+    head moved; on PostgreSQL it waits unnumbered until someone sequences it."""
+    log, group = _grouped_log()
+    group.hold()
+    try:
+        log.record("t1", actor="a", kind="first", body={})
+        row = EventRow.objects.get(tenant_id="t1")
+        if connection.vendor == "sqlite":
+            assert row.seq == 1 and row.leaf_hash
+            assert ChainHead.objects.get(tenant_id="t1").seq == 1
+        else:
+            assert row.seq is None and row.leaf_hash == ""
+    finally:
+        group.release()
+    integrate_pending(["t1"])
+    _verified("t1", 1)
+
+
+def test_a_recorded_event_follows_an_existing_log_in_its_own_transaction():
+    """Outside a held stretch, record joins a log that appends started, one commit per event."""
     log, _ = _grouped_log()
     log.append("t1", actor="a", kind="first", body={})
     log.record("t1", actor="a", kind="second", body={"x": [1, 2]})
     log.record("t1", actor="a", kind="third", body={})
-    assert [e.seq for e in log.events("t1")] == [1, 2, 3]
-    assert verify(log, "t1").ok
+    integrate_pending(["t1"])
+    assert [(e.seq, e.kind) for e in log.events("t1")] == [(1, "first"), (2, "second"), (3, "third")]
+    _verified("t1", 3)
 
 
 def test_a_failed_transaction_records_nothing():
-    """Recorded events roll back with their transaction; the next ones take the numbers."""
+    """Recorded events roll back with their transaction, leaving no row, no tree node, the
+    head unmoved; the next ones take the numbers."""
     log, group = _grouped_log()
+    log.append("t1", actor="a", kind="first", body={})
+    nodes = TreeNode.objects.filter(tenant_id="t1").count()
     group.hold()
     log.record("t1", actor="a", kind="lost", body={})
+    log.record("t1", actor="a", kind="lost", body={})
     group.discard()
+    assert not EventRow.objects.filter(kind="lost").exists()
+    assert ChainHead.objects.get(tenant_id="t1").seq == 1
+    assert TreeNode.objects.filter(tenant_id="t1").count() == nodes
     log.record("t1", actor="a", kind="kept", body={})
-    assert [(e.seq, e.kind) for e in log.events("t1")] == [(1, "kept")]
-    assert verify(log, "t1").ok
+    integrate_pending(["t1"])
+    assert [(e.seq, e.kind) for e in log.events("t1")] == [(1, "first"), (2, "kept")]
+    _verified("t1", 2)
 
 
-def test_threads_recording_at_once_never_fork_the_chain():
-    """Four threads, each its own connection, record 40 events in grouped pairs: 1..160, no gap, verified."""
+def test_threads_recording_at_once_get_gapless_numbers():
+    """Four threads, each its own connection, record 40 events in grouped pairs: 1..160, no gap,
+    none lost, each thread's events in its order, and the log verifies. On SQLite, where an
+    event is numbered in its writer's transaction, each pair is numbered together."""
     errors: list[BaseException] = []
 
     def work(worker: int) -> None:
@@ -90,38 +135,31 @@ def test_threads_recording_at_once_never_fork_the_chain():
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors
-    log = audit_log()
-    assert [e.seq for e in log.events("race")] == list(range(1, 161))
-    assert verify(log, "race").ok
-    if connection.vendor == "postgresql":
-        # each pair shares its transaction: the second event links to the first in the same commit
-        pairs = list(
-            EventRow.objects.filter(tenant_id="race").order_by("seq").values_list("actor", flat=True)
-        )
-        assert all(pairs[i] == pairs[i + 1] for i in range(0, 160, 2))
+    _verified("race", 160)
+    rows = list(EventRow.objects.filter(tenant_id="race").order_by("seq").values_list("seq", "actor", "body"))
+    assert [seq for seq, _, _ in rows] == list(range(1, 161))
+    for w in range(4):
+        mine = [body for _, actor, body in rows if actor == f"w{w}"]
+        assert mine == [f'{{"i":{i},"n":{n}}}' for n in range(20) for i in (0, 1)]
+    if connection.vendor == "sqlite":
+        actors = [actor for _, actor, _ in rows]
+        assert all(actors[i] == actors[i + 1] for i in range(0, 160, 2))
 
 
-def test_an_append_outside_a_group_is_one_statement_on_postgresql():
-    """The server links an ungrouped append (run moves, decisions): one statement, no savepoint.
-
-    A tenant's first event makes its head row first; every later one is one round trip,
-    and the event it answers with is the stored one, hash and all.
-    """
-    from django.db import transaction
-    from django.test.utils import CaptureQueriesContext
-
-    log = audit_log()
+def test_a_record_outside_a_group_is_one_statement_on_postgresql():
+    """On PostgreSQL an ungrouped record (run moves, decisions) is one INSERT and takes no lock:
+    the event waits unnumbered, and is numbered after the others once sequenced."""
     if connection.vendor != "postgresql":
-        pytest.skip("SQLite appends in-process: no round trips to save")
-    log.append("t1", actor="a", kind="first", body={})  # the head row is made once
+        pytest.skip("SQLite numbers each event in its writer's transaction")
+    log = audit_log()
+    log.append("t1", actor="a", kind="first", body={})
     with transaction.atomic(), CaptureQueriesContext(connection) as captured:
-        second = log.append("t1", actor="a", kind="second", body=ODD)
+        log.record("t1", actor="a", kind="second", body=ODD)
     statements = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
     assert len(statements) == 1, statements
+    assert statements[0].startswith(INSERT_PENDING.split(" VALUES")[0])
+    assert EventRow.objects.get(tenant_id="t1", kind="second").seq is None
+    assert integrate_pending(["t1"]) == 1
     stored = log.head("t1")
-    assert stored is not None and (stored.seq, stored.hash, stored.prev_hash) == (
-        second.seq,
-        second.hash,
-        second.prev_hash,
-    )
-    assert second.seq == 2 and verify(log, "t1").ok
+    assert stored is not None and (stored.seq, stored.body) == (2, ODD)
+    _verified("t1", 2)

@@ -16,17 +16,19 @@ from audit.selectors import DECISION_KINDS
 from keelgate.audit import format_at
 from tenants.models import Membership, Role, Tenant
 
-from .review_log import LOG, UNSEQUENCED_ACTOR, Spec, write_log
+from .review_log import LOG, UNSEQUENCED_ACTOR, Spec, hold_sequencing, write_log
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def log(operator):
-    """t1 holds LOG (and three unsequenced events); t2, where op is no member, holds LOG too."""
-    write_log("t1")
+def log(operator, monkeypatch):
+    """t1 holds LOG and three events a sequencer at work has not numbered yet; t2, where op
+    is no member, holds LOG too."""
+    hold_sequencing(monkeypatch)
+    write_log("t1", unsequenced=3)
     Tenant.objects.create(slug="t2", name="T2")
-    write_log("t2")
+    write_log("t2", unsequenced=3)
 
 
 @pytest.fixture
@@ -215,7 +217,7 @@ def test_a_bare_date_covers_its_whole_day_to_the_microsecond(operator, viewer):
         Spec(3, datetime(2026, 12, 1, 23, 59, 59, 999999, tzinfo=UTC), "a", "run.status", "", ""),
         Spec(4, datetime(2026, 12, 2, tzinfo=UTC), "a", "run.status", "", ""),
     ]
-    write_log("t1", edges, unsequenced=0)
+    write_log("t1", edges)
     assert format_at(edges[2].at) == "2026-12-01T23:59:59.999999+00:00"
     assert shown(viewer, "/audit/t1/?q=created:2026-12-01") == [3, 2]
     assert shown(viewer, "/audit/t1/?q=created:<=2026-12-01") == [3, 2, 1]
@@ -239,7 +241,7 @@ def test_a_member_of_two_tenants_sees_each_log_under_its_own_name(log, operator)
 
 def test_time_bounds_compare_as_times_not_as_the_text_typed(operator, viewer):
     """``from`` at +01:00 and a bare hour find the same events as their UTC spelling (the column is text)."""
-    write_log("t1", LOG[:6], unsequenced=0)  # 00:00 to 10:00 on Dec 1
+    write_log("t1", LOG[:6])  # 00:00 to 10:00 on Dec 1
     utc = shown(viewer, "/audit/t1/?from=2026-12-01T04:00Z")
     assert utc == [6, 5, 4, 3] == shown(viewer, "/audit/t1/?from=2026-12-01T05:00%2B01:00")
     assert shown(viewer, "/audit/t1/?q=created:2026-12-01T04") == [3]

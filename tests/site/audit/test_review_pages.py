@@ -19,7 +19,7 @@ from runs.services import run_start
 from tenants.models import Membership, Role, Tenant
 
 from .every_kind import BODIES, HOSTILE, RUN, append_every_kind
-from .review_log import LOG, Spec, write_log
+from .review_log import LOG, Spec, append_log, hold_sequencing, write_log
 
 pytestmark = pytest.mark.django_db
 
@@ -140,8 +140,9 @@ def test_every_kind_has_a_page_that_shows_it_escaped(operator):
     assert html.escape(HOSTILE) in gateway and f'href="/audit/t1/?run={RUN}"' in gateway
 
 
-def test_an_event_page_is_404_when_unsequenced_missing_or_anothers(operator):
+def test_an_event_page_is_404_when_unsequenced_missing_or_anothers(operator, monkeypatch):
     """Numbers past the head, not yet given, or of another tenant: 404, as a guessed URL should be."""
+    hold_sequencing(monkeypatch)
     write_log("t1", LOG[:3], unsequenced=2)
     Tenant.objects.create(slug="t2", name="T2")
     write_log("t2", LOG[:5])
@@ -166,7 +167,7 @@ def checkpoint(tenant_id: str, size: int, *, signer: str = "keelgate.test/t1+0a1
 
 def test_the_proof_block_names_the_latest_checkpoint_and_says_the_proof_is_not_checked(operator):
     """No checkpoint; one that covers the event; one that does not yet: each said plainly."""
-    write_log("t1", LOG[:12], unsequenced=0)
+    write_log("t1", LOG[:12])
     client = client_of(operator, "viewer")
 
     def proof(seq: int) -> str:
@@ -197,16 +198,18 @@ def test_the_checkpoints_list_pages_newest_first_through_every_one(operator):
     sizes = [int(s) for s in re.findall(r'<tr id="cp-(\d+)"', first)]
     assert sizes == list(range(600, 100, -10))
     assert "keelgate.test/t1+0a1b2c3d" in first and "cp-999" not in first
-    cursor = re.search(r'href="\?cursor=([^"]+)" rel="next"', first).group(1)
-    second = client.get(f"/audit/t1/checkpoints/?cursor={cursor}").content.decode()
+    older = re.search(r'href="\?before=(\d+)" rel="next"', first).group(1)
+    assert older == "110"
+    second = client.get(f"/audit/t1/checkpoints/?before={older}").content.decode()
     assert [int(s) for s in re.findall(r'<tr id="cp-(\d+)"', second)] == list(range(100, 0, -10))
     assert 'rel="next"' not in second
-    assert client.get("/audit/t1/checkpoints/?cursor=garbage").status_code == 400
+    assert client.get("/audit/t1/checkpoints/?before=garbage").status_code == 400
+    assert client.get("/audit/t1/checkpoints/?before=0").status_code == 400
 
 
 def test_the_audit_page_links_its_views_and_export_only_for_admins(operator):
     """Events, Decisions and Checkpoints are linked from the page; Export shows to an admin, not a viewer."""
-    write_log("t1", LOG[:3], unsequenced=0)
+    write_log("t1", LOG[:3])
     admin = client_of(operator, "op").get("/audit/t1/?actor=alice").content.decode()
     viewer = client_of(operator, "viewer").get("/audit/t1/").content.decode()
     assert 'href="/audit/t1/export/"' in admin and "/export/" not in viewer
@@ -222,7 +225,8 @@ def test_the_audit_page_links_its_views_and_export_only_for_admins(operator):
 
 
 def test_a_runs_page_links_to_its_audit_trail_which_lists_its_events_only(operator, brokerage_path):
-    """The run page's link filters the audit page by the run's id (escaped in the URL, even with a colon)."""
+    """The run page's link filters the audit page by the run's id (escaped in the URL, even with a colon):
+    its events only, not those of run r:1."""
     run, _ = run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="r:1.x")
     mine = [
         Spec(100 + i, datetime(2026, 12, 5, i, tzinfo=UTC), "op", "gateway.call", "r:1.x", "t")
@@ -232,13 +236,14 @@ def test_a_runs_page_links_to_its_audit_trail_which_lists_its_events_only(operat
         Spec(200 + i, datetime(2026, 12, 5, i, tzinfo=UTC), "op", "gateway.call", "r:1", "t")
         for i in range(2)
     ]
-    write_log("t1", mine + others, unsequenced=0)
+    write_log("t1", mine + others)
     client = client_of(operator, "viewer")
     page = client.get(f"/runs/t1/{run.run_id}/").content.decode()
     link = re.search(r'<a href="(/audit/t1/\?run=[^"]+)">This run\'s audit trail</a>', page)
     assert link and link.group(1) == "/audit/t1/?run=r%3A1.x"
     trail = client.get(link.group(1).replace("&amp;", "&"))
-    assert list(rows(trail.content.decode())) == [102, 101, 100]
+    # ...and the run.requested its start appended: the store keeps each event's run id.
+    assert list(rows(trail.content.decode())) == [102, 101, 100, 1]
 
 
 def test_every_kind_is_found_by_its_kind_on_the_events_page(operator):
@@ -255,3 +260,20 @@ def test_a_member_of_two_tenants_switches_between_their_decisions(operator):
     Membership.objects.create(user=operator, tenant=Tenant.objects.create(slug="t2"), role=Role.ADMIN)
     page = client_of(operator, "op").get("/audit/t1/decisions/").content.decode()
     assert 'href="/audit/t2/decisions/"' in page
+
+
+def test_through_the_store_filters_and_a_signed_checkpoint_show_as_written(operator):
+    """LOG appended by the product's log: filters find what the rows say, and the checkpoint
+    the site signs covers each event, with its key's name, on the event's page and the list."""
+    from audit.checkpoints import log_origin, sign_checkpoint
+
+    append_log("t1")
+    assert sign_checkpoint("t1") is not None
+    client = client_of(operator, "viewer")
+    page = client.get("/audit/t1/?run=r-2&q=created:>=2026-12-02").content.decode()
+    assert list(rows(page)) == [s.seq for s in reversed(LOG) if s.run_id == "r-2" and s.at.day >= 2]
+    proof = html.unescape(client.get("/audit/t1/events/7/").content.decode())
+    assert "Covered by the latest checkpoint: size 30" in proof
+    assert f"by {log_origin('t1')}" in proof
+    listed = client.get("/audit/t1/checkpoints/").content.decode()
+    assert 'id="cp-30"' in listed and log_origin("t1") in html.unescape(listed)

@@ -1,10 +1,8 @@
-"""The server's link of an event (``audit.store_postgresql.LINK_HASH``) is the engine's hash.
+"""The PostgreSQL log's hand-written insert (``audit.store_postgresql.INSERT_PENDING``)
+stores exactly the row the ORM store writes, so sequencing gives it the engine's leaf.
 
-The chain's hash has one definition, ``keelgate.audit.compute_hash`` over the canonical
-bytes; the PostgreSQL audit log also lets the server compute it, from the bytes
-``keelgate.audit.linked_parts`` puts around the number. These properties hold the two
-together on arbitrary events: text with quotes, percent signs, backslashes and any
-Unicode the database stores, times at any microsecond.
+These properties hold the two together on arbitrary events: text with quotes, percent
+signs, backslashes and any Unicode the database stores, times at any microsecond.
 """
 
 from __future__ import annotations
@@ -17,8 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audit.models import AuditEvent as EventRow
+from audit.store import pending_event
 from audit.store_postgresql import PostgresAuditLog
-from keelgate.audit import compute_hash, verify
+from audit.tree import event_leaf
+from audit.verification import verify_log
+from audit.wiring import integrate_pending
+from keelgate.audit import object_leaf_hash
 from keelgate.testing import FrozenClock
 from runs.engine.loops import commit_group
 from tests.site.runs._batch import require_postgres
@@ -48,42 +50,53 @@ _SETTINGS = settings(
 
 @pytest.fixture(autouse=True)
 def _postgres_only() -> None:
-    require_postgres("the server computes the hash on PostgreSQL only")
+    require_postgres("the statement is PostgreSQL's")
 
 
-def _expected(tenant_id: str, seq: int) -> str:
-    """The engine's hash of the stored row, from its own canonical bytes."""
-    row = EventRow.objects.get(tenant_id=tenant_id, seq=seq)
-    event = next(e for e in PostgresAuditLog().events(tenant_id, after_seq=seq - 1, limit=1))
-    return compute_hash(row.prev_hash, event.canonical())
+def _sequenced(tenant_id: str) -> list[EventRow]:
+    integrate_pending([tenant_id])
+    return list(EventRow.objects.filter(tenant_id=tenant_id).order_by("seq"))
+
+
+def _same_as_the_orm_writes(row: EventRow, at: datetime, actor: str, kind: str, body: dict) -> None:
+    expected = pending_event(row.tenant_id, at, actor, kind, body)
+    for column, value in expected.items():
+        if column != "seq":
+            assert getattr(row, column) == value, column
+    assert row.leaf_hash == object_leaf_hash(event_leaf(row)).hex()
 
 
 @_SETTINGS
 @given(**_EVENT)
-def test_an_event_linked_by_the_server_has_the_engines_hash(actor, kind, body, at):
-    """An append outside a group is linked by one statement on the server; its hash is compute_hash's."""
+def test_an_event_inserted_by_the_statement_is_the_orms_row(actor, kind, body, at):
+    """Recorded outside a group (one INSERT in the caller's transaction), then sequenced:
+    the row is the one the ORM store writes, its leaf hash the engine's, the log verifies."""
     tenant_id = uuid.uuid4().hex
     log = PostgresAuditLog(clock=FrozenClock(at))
-    log.append(tenant_id, actor="setup", kind="first", body={})
-    event = log.append(tenant_id, actor=actor, kind=kind, body=body)
-    assert event.seq == 2
-    stored = EventRow.objects.get(tenant_id=tenant_id, seq=2)
-    assert stored.hash == event.hash == _expected(tenant_id, 2)
-    assert verify(log, tenant_id).ok
+    log.record(tenant_id, actor="setup", kind="first", body={})
+    log.record(tenant_id, actor=actor, kind=kind, body=body)
+    assert EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=True).count() == 2
+    first, second = _sequenced(tenant_id)
+    assert (first.seq, second.seq) == (1, 2)
+    _same_as_the_orm_writes(second, at, actor, kind, body)
+    assert verify_log(tenant_id=tenant_id).ok
 
 
 @_SETTINGS
 @given(**_EVENT)
-def test_an_event_recorded_in_a_group_has_the_engines_hash(actor, kind, body, at):
-    """Recorded in a held group (the statement sent unanswered), then appended after it: one chain."""
+def test_an_event_recorded_in_a_group_is_the_orms_row(actor, kind, body, at):
+    """Recorded in a held group (the INSERT sent unanswered), then appended after it: both
+    numbered in insertion order, the append's answer the row as stored."""
     tenant_id = uuid.uuid4().hex
     group = commit_group()
     log = PostgresAuditLog(clock=FrozenClock(at), group=group)
     group.hold()
     try:
         log.record(tenant_id, actor=actor, kind=kind, body=body)
-        log.append(tenant_id, actor=actor, kind=kind, body=body)
+        appended = log.append(tenant_id, actor=actor, kind=kind, body=body)
     finally:
         group.release()
-    assert EventRow.objects.get(tenant_id=tenant_id, seq=1).hash == _expected(tenant_id, 1)
-    assert verify(log, tenant_id).ok
+    first, second = _sequenced(tenant_id)
+    assert appended.seq == 2 == second.seq and appended.hash == second.leaf_hash
+    _same_as_the_orm_writes(first, at, actor, kind, body)
+    assert verify_log(tenant_id=tenant_id).ok

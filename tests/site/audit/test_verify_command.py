@@ -1,4 +1,4 @@
-"""``manage.py verify_audit``, ``audit_verify`` and the admin's verify action on intact and broken chains."""
+"""``manage.py verify_audit``, ``audit_verify`` and the admin's verify action on intact and broken logs."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from django.db import connection
 from django.urls import reverse
 
 from audit.models import AuditEvent as EventRow
+from audit.models import ChainHead, TreeNode
 from audit.selectors import audit_tenants, audit_verify
 from audit.wiring import audit_log
 from tests.site.audit import child_env
+from tests.site.audit.test_tamper_sql import events_root
 
 MANAGE = [sys.executable, "manage.py"]
 
@@ -29,7 +31,7 @@ def append(tenant_id: str, count: int) -> None:
 
 
 def break_actor(tenant_id: str, seq: int) -> None:
-    """Edit one row's actor in SQL, breaking its hash."""
+    """Edit one row's actor in SQL: its fields no longer give its leaf hash."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {EventRow._meta.db_table} SET actor = %s WHERE tenant_id = %s AND seq = %s",
@@ -59,11 +61,12 @@ class TestSelectors:
         assert audit_tenants() == []
 
     def test_verify_reports_the_head(self) -> None:
-        """An intact chain verifies with its length and last hash as head."""
+        """An intact log verifies with its length as head and the root of its events as its hash."""
         append("acme", 4)
         report = audit_verify(tenant_id="acme")
-        last = EventRow.objects.get(tenant_id="acme", seq=4)
-        assert (report.ok, report.checked, report.head_seq, report.head_hash) == (True, 4, 4, last.hash)
+        root = events_root("acme")
+        assert (report.ok, report.checked, report.head_seq, report.head_hash) == (True, 4, 4, root)
+        assert ChainHead.objects.get(tenant_id="acme").root == root
 
     def test_verify_unknown_tenant_is_empty_and_ok(self) -> None:
         """A tenant without events verifies as an empty chain."""
@@ -71,9 +74,19 @@ class TestSelectors:
         assert report.ok and report.checked == 0
 
     def test_verify_streams_past_one_chunk(self) -> None:
-        """A chain longer than the store's 2000-row chunk verifies whole."""
+        """A log longer than the walk's 2000-row chunk verifies whole, and a subtree hash edited
+        on either side of the walk's node check is still named at its first leaf."""
         append("big", 2_100)
-        assert audit_verify(tenant_id="big").head_seq == 2_100
+        report = audit_verify(tenant_id="big")
+        assert (report.ok, report.head_seq, report.head_hash) == (True, 2_100, events_root("big"))
+        for seq in (10, 2_050):
+            node = TreeNode.objects.filter(tenant_id="big", level=0, index=seq - 1)
+            kept = bytes(node.get().hash)
+            node.update(hash=b"\x44" * 32)
+            report = audit_verify(tenant_id="big")
+            assert (report.first_bad_seq, report.reason) == (seq, "node_mismatch")
+            node.update(hash=kept)
+        assert audit_verify(tenant_id="big").ok
 
 
 @pytest.mark.django_db
@@ -106,10 +119,10 @@ class TestCommand:
         break_actor("acme", 4)
         break_actor("acme", 2)
         out = StringIO()
-        with pytest.raises(CommandError, match=r"tenant=acme BROKEN at seq=2 reason=hash_mismatch"):
+        with pytest.raises(CommandError, match=r"tenant=acme BROKEN at seq=2 reason=leaf_mismatch"):
             call_command("verify_audit", stdout=out)
         assert out.getvalue().splitlines() == [
-            "tenant=acme BROKEN at seq=2 reason=hash_mismatch",
+            "tenant=acme BROKEN at seq=2 reason=leaf_mismatch",
             "tenant=globex events=2 head=2 ok",
         ]
 
@@ -167,8 +180,8 @@ class TestExitStatus:
         break_actor("acme", 2)
         result = self.run()
         assert result.returncode == 1
-        assert "tenant=acme BROKEN at seq=2 reason=hash_mismatch" in result.stdout
-        assert "tenant=acme BROKEN at seq=2 reason=hash_mismatch" in result.stderr
+        assert "tenant=acme BROKEN at seq=2 reason=leaf_mismatch" in result.stdout
+        assert "tenant=acme BROKEN at seq=2 reason=leaf_mismatch" in result.stderr
 
 
 @pytest.mark.django_db
@@ -225,6 +238,6 @@ class TestAdmin:
         break_actor("acme", 3)
         pks = list(EventRow.objects.filter(seq=1).values_list("pk", flat=True))
         assert self.verify_selected(admin_client, pks) == [
-            "tenant=acme BROKEN at seq=3 reason=hash_mismatch",
+            "tenant=acme BROKEN at seq=3 reason=leaf_mismatch",
             "tenant=globex intact: 2 events, head seq 2",
         ]

@@ -150,7 +150,7 @@ def test_verify_names_the_first_broken_event(waiting, as_user):
     response = client.post("/audit/t1/verify/")
     assert response.status_code == 303 and response["Location"].endswith("?before=3#ev-2")
     page = client.get(response["Location"]).content.decode()
-    assert "BROKEN at seq 2 (hash_mismatch)" in page
+    assert "BROKEN at seq 2 (leaf_mismatch)" in page
 
 
 def test_static_files_are_local_and_served_by_the_asgi_app(people):

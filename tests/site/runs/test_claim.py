@@ -9,8 +9,8 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
+from audit.selectors import audit_verify
 from audit.wiring import audit_log
-from keelgate.audit import verify
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_start
@@ -55,7 +55,7 @@ def test_a_claim_takes_the_oldest_runnable_run_and_moves_it_under_a_new_epoch(op
     last = audit_log().head("t1")
     assert last is not None and last.kind == "run.status" and last.actor == worker.owner
     assert last.body == {"run_id": "c2", "status": "running", "reason": "claimed"}
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
     assert [worker.claim().run_id, worker.claim().run_id] == ["c3", "c1"]  # type: ignore[union-attr]
 
 

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.errors import LeaseLostError
 from keelgate.gateway import Gateway, Grants
 from keelgate.loop import Loop, Plan, ProposedAction, StopConditions
@@ -112,7 +111,7 @@ def test_a_step_on_the_database_stores_commits_seven_times_five_on_postgresql(tm
     run = Run.objects.get(run_id="r1")
     assert (run.seq, run.phase, run.stop_reason) == (9, "done", "goal_reached")
     assert run.usage["model_calls"] == 2 and run.limits["max_iterations"] == 5  # JSON, not text
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
 
 
 def test_a_worker_whose_lease_was_taken_writes_nothing(tmp_path, monkeypatch):

@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
+from audit.selectors import audit_verify
 from audit.wiring import audit_log
-from keelgate.audit import verify
 from keelgate.errors import AlreadyDecidedError
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -106,7 +106,7 @@ def test_ten_simultaneous_decisions_on_one_approval_take_effect_exactly_once(
         e for e in audit_log().events("t1") if e.kind == "approval.decided" and e.body["run_id"] == run_id
     ]
     assert [e.actor for e in events] == [winner]
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
     assert Run.objects.get(tenant_id="t1", run_id=run_id).status == RunStatus.QUEUED
 
 
@@ -202,4 +202,4 @@ def test_edits_racing_each_other_leave_exactly_one_edited_call(deciders, brokera
         pass
     quantity = json.loads(winners[0].arguments)["quantity"]
     assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(quantity, 1)]
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok

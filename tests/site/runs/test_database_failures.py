@@ -29,8 +29,7 @@ from django.utils import timezone
 
 from approvals.models import UnknownOutcome
 from approvals.services import unknown_reconcile
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.loop import ActionStatus
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -130,7 +129,7 @@ def check_exactly_once(ids: list[str], context: str) -> None:
             assert orders[0].status is ActionStatus.ABANDONED, f"{context}: {run_id} {orders[0].status}"
     assert {e.key for e in ledger} == executed, f"{context}: ledger {len(ledger)} vs executed {len(executed)}"
     assert not Run.objects.filter(run_id__in=ids, status=RunStatus.RUNNING).exists()
-    report = verify(audit_log(), "t1")
+    report = audit_verify(tenant_id="t1")
     assert report.ok, f"{context}: {report}"
 
 

@@ -26,8 +26,7 @@ from django.utils import timezone
 
 from approvals.models import Approval, UnknownOutcome
 from approvals.services import approval_decide, unknown_reconcile
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.errors import LeaseLostError
 from keelgate.idempotency import ClaimStatus, KeyStatus
 from keelgate.loop import ActionStatus, Phase
@@ -355,4 +354,4 @@ def test_a_worker_frozen_past_its_lease_neither_repeats_the_order_nor_overwrites
     assert [(e.key, e.executions, e.replays) for e in ledger] == (
         [(order.idempotency_key, 1, 0)] if order.status is ActionStatus.DONE else []
     ), (order.status, ledger)
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok

@@ -6,8 +6,7 @@ import pytest
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.services import approval_decide, run_cancel, unknown_reconcile
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.loop import ActionStatus, Phase
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -58,7 +57,7 @@ def test_the_graph_waits_in_the_inbox_and_places_one_order_once_approved(operato
     ]
     phases = [s.phase for s in DjangoCheckpointStore().history("t1", "g1")]
     assert Phase.PLAN in phases and Phase.ACT in phases and phases[-1] is Phase.DONE  # the graph's steps
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
 
 
 def test_deny_runs_nothing_and_the_graph_reports_it(operator, brokerage_path):

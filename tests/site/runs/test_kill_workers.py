@@ -26,8 +26,7 @@ import pytest
 
 from approvals.models import UnknownOutcome
 from approvals.services import unknown_reconcile
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.loop import ActionStatus
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.stores import DjangoCheckpointStore
@@ -143,7 +142,7 @@ def check_exactly_once(ids: list[str], context: str) -> None:
     assert {e.key for e in ledger} == executed_keys, (
         f"{context}: ledger {len(ledger)} entries, runs record {len(executed_keys)} executed orders"
     )
-    report = verify(audit_log(), "t1")
+    report = audit_verify(tenant_id="t1")
     assert report.ok, f"{context}: audit chain broken: {report}"
 
 

@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide
-from audit.wiring import audit_log
-from keelgate.audit import SqliteAuditLog, verify
+from audit.selectors import audit_verify
+from keelgate.audit import SqliteAuditLog
 from keelgate.checkpoint import SqliteCheckpointStore
 from keelgate.gateway import Gateway, Grants
 from keelgate.idempotency import SqliteIdempotencyStore
@@ -120,4 +120,4 @@ def test_a_run_checkpointed_by_the_engine_resumes_in_the_django_stores(operator,
     history = DjangoCheckpointStore().history("t1", "moved")
     assert history[0].to_json() == engine_state.to_json()
     assert [s.seq for s in history] == list(range(engine_state.seq, engine_state.seq + len(history)))
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok

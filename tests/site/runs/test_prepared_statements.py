@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 import pytest
 from django.db import DatabaseError, connection
 
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.errors import LeaseLostError
 from keelgate.loop import LoopState
 from runs.engine.fencing import Fence
@@ -123,7 +122,7 @@ def test_each_statement_is_prepared_with_its_first_use_and_executed_by_name_afte
     assert sorted(first) == sorted(prepared)
     assert later == []
     assert sorted(Checkpoint.objects.values_list("run_id", "seq")) == [("r1", 1), ("r1", 2), ("r2", 1)]
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
 
 
 def test_a_new_connection_prepares_again():

@@ -13,8 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import AuditEvent
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.errors import NotReplayableError
 from keelgate.loop import Recording
 from runs.engine.stores import DjangoCheckpointStore
@@ -66,7 +65,7 @@ def test_prune_keeps_the_last_n_checkpoints_of_done_runs_and_every_audit_event(o
     assert store.load("t1", "w1") == before["w1"]
     assert "w1" not in out
     assert AuditEvent.objects.count() == events
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
     assert "from 2 run(s)" in out
     assert "removed 0 checkpoint(s)" in _prune("--keep-last", "2")  # nothing left to prune
 
@@ -144,4 +143,4 @@ def test_pruning_while_workers_run_a_batch_loses_no_run_and_repeats_no_order(ope
     ledger = PaperBrokerage().ledger()
     assert len(ledger) == len(ids) and all(e.executions == 1 for e in ledger)
     assert AuditEvent.objects.count() > events_before
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok

@@ -10,8 +10,8 @@ from django.db import transaction
 
 from approvals.models import Approval
 from approvals.services import approval_decide
+from audit.selectors import audit_verify
 from audit.wiring import audit_log
-from keelgate.audit import verify
 from runs.engine.worker import Worker
 from runs.models import Run, RunStatus
 from runs.services import run_move, run_start
@@ -48,7 +48,7 @@ def test_a_run_through_the_worker_and_a_decision_leaves_every_move_in_the_chain(
         ("worker", "running", "claimed"),
         ("worker", "done", "goal_reached"),
     ]
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
 
 
 def test_a_move_whose_condition_no_longer_holds_writes_nothing(operator):

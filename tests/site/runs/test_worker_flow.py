@@ -7,8 +7,7 @@ from django.contrib.auth import get_user_model
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.services import approval_decide, unknown_reconcile
-from audit.wiring import audit_log
-from keelgate.audit import verify
+from audit.selectors import audit_verify
 from keelgate.errors import AlreadyDecidedError, NoteRequiredError, RunExistsError
 from runs.agents.brokerage import PaperBrokerage
 from runs.engine.worker import Worker
@@ -44,7 +43,7 @@ def test_a_run_waits_for_approval_then_places_exactly_one_order(operator, broker
     assert run.status == RunStatus.DONE and run.stop_reason == "goal_reached"
     ledger = PaperBrokerage().ledger()
     assert [(e.executions, e.replays) for e in ledger] == [(1, 0)]
-    assert verify(audit_log(), "t1").ok
+    assert audit_verify(tenant_id="t1").ok
     assert run.lease_owner == "" and run.lease_expires_at is None
 
 

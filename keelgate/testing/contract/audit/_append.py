@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from keelgate.audit import GENESIS_HASH, AuditEvent, AuditLog, compute_hash, verify
+from keelgate.audit import AuditEvent, AuditLog
 from keelgate.testing.contract.audit._base import (
     LogContractBase,
     LogFactory,
@@ -26,37 +26,28 @@ _PER_THREAD = 10
 UNICODE_BODY: dict[str, Any] = {
     "text": 'Zoë paid 12 € — 日本語 🚀 \u0000 "quoted" \\ back\nslash',
     "nested": {"list": [1, 2.5, -0.0, None, True, False, {"deep": ["x", {}]}], "empty": {}},
-    "big": 2**62,
+    "big": 2**53 - 1,
     "neg": -17,
     "float": 1e-300,
     "": "empty key",
 }
-"""Awkward but valid JSON: every store must hand it back exactly."""
+"""Awkward but valid I-JSON (RFC 7493: integers within a double's precision, as RFC 8785
+carries them): every store must hand it back exactly."""
 
 
 class AppendContract(LogContractBase):
-    """``append`` numbers, links and stores events durably, one chain per tenant."""
+    """``append`` numbers and stores events durably, one log per tenant."""
 
-    def test_first_event_is_seq_1_linked_to_genesis(self, log: AuditLog, tenant: str) -> None:
-        """A tenant's first event has seq 1 and prev_hash GENESIS_HASH."""
+    def test_first_event_is_seq_1(self, log: AuditLog, tenant: str) -> None:
+        """A tenant's first event has seq 1 and the fields it was given."""
         event = log.append(tenant, actor="alice", kind="run.started", body={"run": "r1"})
-        assert (event.tenant_id, event.seq, event.prev_hash) == (tenant, 1, GENESIS_HASH)
+        assert (event.tenant_id, event.seq) == (tenant, 1)
         assert (event.actor, event.kind, event.body) == ("alice", "run.started", {"run": "r1"})
 
     def test_sequence_numbers_run_from_1_without_gaps(self, log: AuditLog, tenant: str) -> None:
         """n appends get seq 1..n in order."""
         events = append_many(log, tenant, 12)
         assert [event.seq for event in events] == list(range(1, 13))
-
-    def test_each_event_links_to_the_previous_hash(self, log: AuditLog, tenant: str) -> None:
-        """Every event's prev_hash is the hash of the event before it."""
-        events = append_many(log, tenant, 6)
-        assert [event.prev_hash for event in events[1:]] == [event.hash for event in events[:-1]]
-
-    def test_hash_is_sha256_of_prev_hash_and_canonical_bytes(self, log: AuditLog, tenant: str) -> None:
-        """hash == compute_hash(prev_hash, canonical()), for every event."""
-        for event in append_many(log, tenant, 3):
-            assert event.hash == compute_hash(event.prev_hash, event.canonical())
 
     def test_append_returns_the_event_as_stored(self, log: AuditLog, tenant: str) -> None:
         """What append returns equals what events() reads back."""
@@ -80,7 +71,7 @@ class AppendContract(LogContractBase):
         """A tuple in the body reads back as a list, and the hash covers that form."""
         event = log.append(tenant, actor="a", kind="k", body={"pair": (1, 2)})
         assert event.body == {"pair": [1, 2]}
-        assert verify(log, tenant).ok
+        assert self.log_verifies(log, tenant)
 
     def test_mutating_the_body_after_append_changes_nothing(self, log: AuditLog, tenant: str) -> None:
         """The log keeps its own copy of the body: the caller's later edits do not leak in."""
@@ -88,7 +79,7 @@ class AppendContract(LogContractBase):
         log.append(tenant, actor="a", kind="k", body=body)
         body["items"].append(2)
         assert [event.body for event in log.events(tenant)] == [{"items": [1]}]
-        assert verify(log, tenant).ok
+        assert self.log_verifies(log, tenant)
 
     @pytest.mark.parametrize(
         "body",
@@ -112,8 +103,6 @@ class AppendContract(LogContractBase):
         first_b = log.append(b, actor="x", kind="k", body={})
         second_a = log.append(a, actor="x", kind="k", body={})
         assert (first_a.seq, first_b.seq, second_a.seq) == (1, 1, 2)
-        assert first_b.prev_hash == GENESIS_HASH
-        assert second_a.prev_hash == first_a.hash
 
     def test_threads_sharing_one_handle_never_fork_the_chain(self, log: AuditLog, tenant: str) -> None:
         """20 threads appending at once through one handle give a gapless chain that verifies."""
@@ -151,6 +140,4 @@ class AppendContract(LogContractBase):
         for index in range(_THREADS):
             mine = [event.body["n"] for event in events if event.actor == f"thread-{index}"]
             assert mine == list(range(_PER_THREAD))
-        report = verify(reader, tenant)
-        assert report.ok, report
-        assert report.checked == _THREADS * _PER_THREAD
+        assert self.log_verifies(reader, tenant)

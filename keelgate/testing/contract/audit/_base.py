@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from keelgate.audit import AuditEvent, AuditLog
+from keelgate.audit import AuditEvent, AuditLog, verify
 
 __all__ = ["LogContractBase", "LogFactory", "append_many", "new_tenant"]
 
@@ -39,6 +39,14 @@ class LogContractBase:
     def log(self, make_log: LogFactory) -> AuditLog:
         """One handle on the log under test."""
         return make_log()
+
+    def log_verifies(self, log: AuditLog, tenant_id: str) -> bool:
+        """Whether the log's own verification accepts the tenant's whole history.
+
+        A hash chain is walked with :func:`keelgate.audit.verify`; a store whose events
+        are hashed otherwise (the site's Merkle tree) overrides this with its verifier.
+        """
+        return verify(log, tenant_id).ok
 
     @pytest.fixture
     def tenant(self) -> str:
