@@ -122,8 +122,6 @@ def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
     return ChainDigestOut(**audit_digest(tenant_id=caller.tenant_id))
 
 
-POSITIVE = Query(..., ge=1, le=MAX_ID)
-
 
 @router.get(
     "/audit/checkpoint",
@@ -174,7 +172,7 @@ def checkpoints(
 )
 def proof_inclusion(
     request: HttpRequest,
-    seq: Annotated[int, POSITIVE],
+    seq: Annotated[int, Query(..., ge=1, le=MAX_ID)],
     tree_size: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
     tenant: TenantQuery = None,
 ) -> InclusionProofOut:
@@ -197,7 +195,7 @@ def proof_inclusion(
 )
 def proof_consistency(
     request: HttpRequest,
-    first: Annotated[int, POSITIVE],
+    first: Annotated[int, Query(..., ge=1, le=MAX_ID)],
     second: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
     tenant: TenantQuery = None,
 ) -> ConsistencyProofOut:

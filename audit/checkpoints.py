@@ -40,21 +40,23 @@ def latest_checkpoint(tenant_id: str) -> Checkpoint | None:
 
 
 def sign_checkpoint(
-    tenant_id: str, *, every: timedelta | None = None, now: datetime | None = None
+    tenant_id: str, *, every: timedelta | None = None, now: datetime | None = None, sequence: bool = True
 ) -> Checkpoint | None:
     """Sign and store a checkpoint of the tenant's tree as it is now, if it grew.
 
     None when the tree has not grown since the last checkpoint, when that one is younger
     than ``every``, or when another transaction holds the tenant's head (sequencing):
-    the next call signs. Joins the caller's transaction if there is one.
+    the next call signs. Joins the caller's transaction if there is one. With
+    ``sequence``, a batch of pending events is sequenced first, under the same lock.
     """
     now = now or timezone.now()
     with transaction.atomic():
         head = lock_head(tenant_id, wait=False)
         if head is None:
             return None
-        integrate_pending([tenant_id], drain=False)  # under the lock this transaction holds
-        head.refresh_from_db()
+        if sequence:
+            integrate_pending([tenant_id], drain=False)  # under the lock this transaction holds
+            head.refresh_from_db()
         if head.seq == 0:
             return None
         last = latest_checkpoint(tenant_id)

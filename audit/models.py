@@ -1,10 +1,11 @@
 """A tenant's audit log in the database: events, the tree over them, and signed checkpoints.
 
 Each tenant's events are the leaves of an RFC 6962 Merkle tree in sequence order (the
-event numbered n is leaf n-1). An event is inserted in its writer's transaction; it is
-*sequenced* (given its number) and *integrated* (its leaf and the subtrees it completes
-stored, the head moved) in one transaction under the tenant's ``ChainHead`` row lock,
-by the writer itself when the lock is free or by the sequencer (``audit.sequencer``).
+event numbered n is leaf n-1). A writer inserts a ``PendingEvent`` in its own
+transaction; it is *sequenced* into an ``AuditEvent`` (numbered, its leaf and the
+subtrees it completes stored, the head moved) in one transaction under the tenant's
+``ChainHead`` row lock, by the writer itself (SQLite) or by the sequencer
+(``audit.sequencer``) or the next reader.
 
 Events written before the tree (``version`` 1) also link into a sha256 hash chain
 (``prev_hash``, ``hash``), and keep verifying under it; they are leaves too.
@@ -38,11 +39,26 @@ class ChainHead(models.Model):
     """The tree's root over ``seq`` leaves, hex ("" for an empty tree)."""
 
 
-class AuditEvent(models.Model):
-    """One event of a tenant's log; ``seq`` is None until it is sequenced."""
+class PendingEvent(models.Model):
+    """An event its writer committed, not yet numbered: the sequencer's queue, oldest first."""
 
     tenant_id = models.CharField(max_length=63)
-    seq = models.BigIntegerField(null=True)
+    at = models.CharField(max_length=40)
+    actor = models.CharField(max_length=200)
+    kind = models.CharField(max_length=64)
+    body = models.TextField()
+    run_id = models.CharField(max_length=64, default="", blank=True)
+    tool = models.CharField(max_length=200, default="", blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "id"], name="audit_pending_order")]
+
+
+class AuditEvent(models.Model):
+    """One numbered event of a tenant's log."""
+
+    tenant_id = models.CharField(max_length=63)
+    seq = models.BigIntegerField()
     at = models.CharField(max_length=40)
     """ISO-8601 text exactly as hashed, so a round trip cannot change the bytes."""
     actor = models.CharField(max_length=200)
@@ -68,9 +84,6 @@ class AuditEvent(models.Model):
             models.Index(fields=["tenant_id", "kind", "seq"], name="audit_kind_seq"),
             models.Index(fields=["tenant_id", "run_id", "seq"], name="audit_run_seq"),
             models.Index(fields=["tenant_id", "actor", "seq"], name="audit_actor_seq"),
-            models.Index(
-                fields=["tenant_id", "id"], name="audit_pending", condition=models.Q(seq__isnull=True)
-            ),
         ]
         ordering = ["tenant_id", "seq"]
 

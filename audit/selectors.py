@@ -3,9 +3,9 @@ checkpoints, verifying a tenant's history, listing the logs.
 
 Every read of events first sequences what is pending for its tenant
 (:func:`audit.wiring.integrate_pending`, never waiting for a sequencer that is at work), so
-a committed event is never missing from what a reader sees, and shows sequenced events
-only (``seq`` set): an event not yet numbered is not part of the log anyone can cite.
-Verification is :mod:`audit.verification`.
+a committed event is never missing from what a reader sees; an event still pending (a
+``PendingEvent``, not numbered) is not part of the log anyone can cite, and no read shows
+it. Verification is :mod:`audit.verification`.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ _NEWEST_FIRST = AUDIT_EVENTS.reversed()
 
 
 def _sequenced(tenant_id: str) -> QuerySet[EventRow]:
-    return EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=False)
+    """The tenant's numbered events (pending ones are another table's rows)."""
+    return EventRow.objects.filter(tenant_id=tenant_id)
 
 
 def audit_events(

@@ -1,8 +1,8 @@
 """The engine's AuditLog on the Django ORM: events inserted in the writer's transaction.
 
-An append inserts the event unnumbered (``seq`` NULL) in the caller's transaction (or
-its commit group's), so a state change and its audit event commit together or not at
-all, and then sequences it (:func:`audit.tree.integrate`) in the same transaction,
+An append inserts the event unnumbered (a ``PendingEvent``) in the caller's transaction
+(or its commit group's), so a state change and its audit event commit together or not
+at all, and then sequences it (:func:`audit.tree.integrate`) in the same transaction,
 waiting for the tenant's head lock: the readable default, what SQLite runs, where
 writers are serialised anyway. Reads show sequenced events only.
 
@@ -21,8 +21,8 @@ from typing import Any
 
 from django.db import transaction
 
-from audit.models import TREE_LEAF
 from audit.models import AuditEvent as EventRow
+from audit.models import PendingEvent
 from audit.tree import integrate
 from keelgate.audit import AuditEvent, encode_body, format_at, i_json, leaf_bytes
 from keelgate.clock import Clock, SystemClock
@@ -45,20 +45,21 @@ class DjangoAuditLog:
     def append(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> AuditEvent:
         """Append one event, sequence it, and return it as stored."""
         with self._write():
-            row = self._insert(tenant_id, actor, kind, body)
-            while integrate(tenant_id, wait=True):  # a backlog may stand before this event
-                row.refresh_from_db(fields=["seq", "leaf_hash"])
-                if row.seq is not None:
-                    break
-        return event_from_row(row)
+            mine = self._insert(tenant_id, actor, kind, body)
+            while True:  # a backlog may stand before this event
+                written = integrate(tenant_id, wait=True)
+                if mine.id in written:
+                    return event_from_row(written[mine.id])
+                if not written:
+                    raise RuntimeError(f"tenant {tenant_id}: an appended event was not sequenced")
 
     def record(self, tenant_id: str, *, actor: str, kind: str, body: Mapping[str, Any]) -> None:
         """Append without answering with the event (``keelgate.audit.RecordingAuditLog``)."""
         self.append(tenant_id, actor=actor, kind=kind, body=body)
 
-    def _insert(self, tenant_id: str, actor: str, kind: str, body: Mapping[str, Any]) -> EventRow:
+    def _insert(self, tenant_id: str, actor: str, kind: str, body: Mapping[str, Any]) -> PendingEvent:
         """Insert the event unnumbered, in the current transaction."""
-        row = EventRow.objects.create(**pending_event(tenant_id, self.clock.now(), actor, kind, body))
+        row = PendingEvent.objects.create(**pending_event(tenant_id, self.clock.now(), actor, kind, body))
         transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
         return row
 
@@ -78,7 +79,7 @@ class DjangoAuditLog:
 
     def head(self, tenant_id: str) -> AuditEvent | None:
         """The newest sequenced event of the tenant's log."""
-        row = EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=False).order_by("-seq").first()
+        row = EventRow.objects.filter(tenant_id=tenant_id).order_by("-seq").first()
         return None if row is None else event_from_row(row)
 
 
@@ -98,14 +99,12 @@ def pending_event(
     run_id, tool = value.get("run_id"), value.get("tool")
     return {
         "tenant_id": tenant_id,
-        "seq": None,
         "at": format_at(_aware(at)),
         "actor": actor,
         "kind": kind,
         "body": text,
         "run_id": run_id[:64] if isinstance(run_id, str) else "",
         "tool": tool[:200] if isinstance(tool, str) else "",
-        "version": TREE_LEAF,
     }
 
 

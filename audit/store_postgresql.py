@@ -5,7 +5,7 @@ Every hand-written statement of the audit log lives here. The rows are the ORM s
 what differs is the append:
 
 - :meth:`PostgresAuditLog.record` (what the loop, the gateway and the services call)
-  inserts the event unnumbered with one statement (:data:`INSERT_PENDING`); in a commit
+  inserts the event unnumbered (a ``PendingEvent``) with one statement (:data:`INSERT_PENDING`); in a commit
   group it is sent unanswered, with the next round trip. No row is locked: one tenant's
   writers no longer queue on its head. The insert ``NOTIFY``s :data:`PENDING_CHANNEL`
   at the commit, which wakes the sequencer (``keelgate_sequencer``).
@@ -23,25 +23,22 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from audit.models import AuditEvent as EventRow
+from audit.models import PendingEvent
 from audit.store import NOTIFY_CHANNEL, DjangoAuditLog, pending_event
 from sitekit import metrics
 
 __all__ = ["INSERT_PENDING", "PENDING_CHANNEL", "PostgresAuditLog", "announce"]
 
-_EVENTS = EventRow._meta.db_table
+_PENDING = PendingEvent._meta.db_table
 
 PENDING_CHANNEL = "keelgate_audit_pending"
 """Where an insert tells the sequencer, at its commit, that a tenant has events to number."""
 
-_COLUMNS = ("tenant_id", "at", "actor", "kind", "body", "run_id", "tool", "version")
+_COLUMNS = ("tenant_id", "at", "actor", "kind", "body", "run_id", "tool")
 _NAMES = ", ".join(f'"{c}"' for c in _COLUMNS)
 _VALUES = ", ".join(["%s"] * len(_COLUMNS))
 
-INSERT_PENDING = (
-    f'INSERT INTO "{_EVENTS}" ({_NAMES}, "seq", "leaf_hash", "prev_hash", "hash")'
-    f" VALUES ({_VALUES}, NULL, '', '', '') RETURNING pg_notify(%s, %s)"
-)
+INSERT_PENDING = f'INSERT INTO "{_PENDING}" ({_NAMES}) VALUES ({_VALUES}) RETURNING pg_notify(%s, %s)'
 """One unnumbered event, and the sequencer's wake-up at the commit."""
 
 ANNOUNCE = "SELECT pg_notify(%s, %s)"

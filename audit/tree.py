@@ -1,11 +1,12 @@
 """Sequencing: events inserted by their writers become numbered leaves of the tenant's tree.
 
-One transaction under the tenant's ``ChainHead`` row lock takes the pending events
-(``seq`` NULL) in insertion order, numbers them after the head, stores each leaf's hash
-and the complete subtrees it completes (``TreeNode``), and moves the head to the new
-size and root, compare-and-set on the size it read. Writers never wait for it: an
-event commits with the change it records, and whoever holds the lock next sequences it.
-Killed halfway, the transaction leaves nothing: no gap, no leaf twice, no event lost.
+One transaction under the tenant's ``ChainHead`` row lock takes the tenant's pending
+events (``PendingEvent``) in insertion order, writes them as numbered events after the
+head with their leaf hashes, stores the complete subtrees they complete (``TreeNode``),
+deletes them from the queue, and moves the head to the new size and root
+(compare-and-set on the size it read). Writers never wait for it: an event commits with
+the change it records, and whoever holds the lock next sequences it. Killed halfway, the
+transaction leaves nothing: no gap, no leaf twice, no event lost.
 
 This is the one implementation, on the ORM; both databases run it.
 """
@@ -18,8 +19,8 @@ from typing import Any
 
 from django.db import transaction
 
+from audit.models import TREE_LEAF, ChainHead, PendingEvent, TreeNode
 from audit.models import AuditEvent as EventRow
-from audit.models import ChainHead, TreeNode
 from keelgate.audit import GENESIS_HASH, HashReader, leaf_object, new_nodes, object_leaf_hash, tree_root
 
 __all__ = ["BATCH", "Announce", "event_leaf", "integrate", "lock_head", "node_reader", "pending_tenants"]
@@ -84,43 +85,59 @@ def event_leaf(row: EventRow, seq: int | None = None) -> dict[str, Any]:
     )
 
 
-def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = None) -> int:
-    """Sequence up to :data:`BATCH` of the tenant's pending events; how many it did.
+def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = None) -> dict[int, EventRow]:
+    """Sequence up to :data:`BATCH` of the tenant's pending events; the events it wrote,
+    by the pending event's id, in order.
 
-    With ``wait=False`` it returns 0 at once if another transaction holds the tenant
-    (that one sequences them). Joins the caller's transaction if there is one.
+    With ``wait=False`` it returns at once, empty, if another transaction holds the
+    tenant (that one sequences them). Joins the caller's transaction if there is one.
     """
     with transaction.atomic():
         head = lock_head(tenant_id, wait=wait)
         if head is None:
-            return 0
-        pending = list(EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=True).order_by("id")[:BATCH])
+            return {}
+        pending = list(PendingEvent.objects.filter(tenant_id=tenant_id).order_by("id")[:BATCH])
         if not pending:
-            return 0
+            return {}
         size = head.seq
-        for offset, row in enumerate(pending):
-            row.seq = size + 1 + offset
-            row.leaf_hash = object_leaf_hash(event_leaf(row)).hex()
-        leaves = [bytes.fromhex(row.leaf_hash) for row in pending]
-        made = new_nodes(size, leaves, node_reader(tenant_id))
-        new_size = size + len(pending)
+        events = [_numbered(row, size + 1 + offset) for offset, row in enumerate(pending)]
+        made = new_nodes(size, [bytes.fromhex(e.leaf_hash) for e in events], node_reader(tenant_id))
+        new_size = size + len(events)
         root = tree_root(new_size, node_reader(tenant_id, {(lv, i): h for lv, i, h in made}))
-        EventRow.objects.bulk_update(pending, ["seq", "leaf_hash"], batch_size=500)
+        EventRow.objects.bulk_create(events, batch_size=500)
         TreeNode.objects.bulk_create(
             [TreeNode(tenant_id=tenant_id, level=lv, index=i, hash=h) for lv, i, h in made], batch_size=500
         )
+        PendingEvent.objects.filter(tenant_id=tenant_id, id__lte=pending[-1].id).delete()
         moved = ChainHead.objects.filter(tenant_id=tenant_id, seq=size).update(seq=new_size, root=root.hex())
         if moved != 1:  # the lock makes this impossible; refuse rather than fork the tree
             raise RuntimeError(f"tenant {tenant_id}: the log's head moved while it was locked")
         if announce is not None:
             announce(tenant_id, new_size)
-    return len(pending)
+    return {row.id: event for row, event in zip(pending, events, strict=True)}
+
+
+def _numbered(row: PendingEvent, seq: int) -> EventRow:
+    """The pending event as the log's event ``seq``, its leaf hashed."""
+    event = EventRow(
+        tenant_id=row.tenant_id,
+        seq=seq,
+        at=row.at,
+        actor=row.actor,
+        kind=row.kind,
+        body=row.body,
+        run_id=row.run_id,
+        tool=row.tool,
+        version=TREE_LEAF,
+    )
+    event.leaf_hash = object_leaf_hash(event_leaf(event)).hex()
+    return event
 
 
 def pending_tenants(among: Iterable[str] | None = None) -> list[str]:
     """Tenants (of ``among``, if given) with events waiting to be sequenced: one query
     the partial index answers."""
-    rows = EventRow.objects.filter(seq__isnull=True)
+    rows = PendingEvent.objects.all()
     if among is not None:
         rows = rows.filter(tenant_id__in=list(among))
     return sorted(set(rows.order_by().values_list("tenant_id", flat=True).distinct()))

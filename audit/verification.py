@@ -85,7 +85,7 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
     size, root = (head.seq, head.root) if head else (0, "")
     walk = _Walk(tenant_id, checkpoints=_checkpoint_roots(tenant_id, size), expect=expect)
     rows = (
-        EventRow.objects.filter(tenant_id=tenant_id, seq__isnull=False, seq__lte=size)
+        EventRow.objects.filter(tenant_id=tenant_id, seq__lte=size)
         .order_by("seq")
         .values_list(*_Walk.COLUMNS)
     )

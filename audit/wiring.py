@@ -46,7 +46,7 @@ def integrate_pending(
     done = 0
     for tenant_id in pending_tenants(tenant_ids):
         while True:
-            n = integrate(tenant_id, wait=wait, announce=told)
+            n = len(integrate(tenant_id, wait=wait, announce=told))
             done += n
             if n < BATCH or not drain:
                 break

@@ -12,9 +12,9 @@ import base64
 import hashlib
 import importlib.util
 import os
-from urllib.parse import urlsplit
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 

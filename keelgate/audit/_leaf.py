@@ -16,6 +16,7 @@ from typing import Any
 
 import rfc8785
 
+from keelgate.audit._event import encode_canonical
 from keelgate.audit._merkle import leaf_hash
 
 __all__ = ["LEAF_FIELDS", "MAX_SAFE_INTEGER", "i_json", "leaf_bytes", "leaf_object", "object_leaf_hash"]
@@ -75,13 +76,65 @@ def i_json(value: Any) -> Any:
 def leaf_bytes(leaf: Mapping[str, Any]) -> bytes:
     """The leaf's data: the object's RFC 8785 serialisation.
 
-    Raises ValueError for a value JCS cannot carry (an integer beyond ±2**53, a float
-    that is not finite), so such a body is refused when it is written, never hashed.
+    json's C encoder writes it where its bytes are JCS's (:func:`_written_alike`, nearly
+    every event), the rfc8785 package, pure Python and several times slower
+    (docs/performance.md#tree-leaves), everywhere else (:func:`_jcs_bytes`, the readable
+    version): the same bytes either way, as a property test pins.
+
+    Raises ValueError for a value JCS cannot carry (an integer beyond ±(2**53 - 1), a
+    float that is not finite, a string with no UTF-8 form), so such a body is refused when
+    it is written, never hashed.
     """
+    value = dict(leaf)
+    if _written_alike(value):
+        try:
+            return encode_canonical(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: refused below, in the same words as everywhere
+    return _jcs_bytes(value)
+
+
+def _jcs_bytes(leaf: Mapping[str, Any]) -> bytes:
+    """RFC 8785 as the rfc8785 package writes it, for any value; see :func:`leaf_bytes`."""
     try:
         return rfc8785.dumps(dict(leaf))
-    except (rfc8785.CanonicalizationError, TypeError) as exc:
+    # UnicodeError: rfc8785 orders keys by their UTF-16 form, which a lone surrogate lacks.
+    except (rfc8785.CanonicalizationError, TypeError, UnicodeError) as exc:
         raise ValueError(f"not representable in RFC 8785: {exc}") from exc
+
+
+def _written_alike(value: Any) -> bool:
+    """Whether json's C encoder (``encode_canonical``: sorted keys, no whitespace, UTF-8
+    text) writes ``value`` exactly as RFC 8785 does.
+
+    Both escape the same characters the same way (the quote, the backslash, the control
+    characters below U+0020: ``b f n r t`` by letter, the others as ``u00xx``, lowercase)
+    and nothing else; they part on three things only:
+
+    - numbers: JCS writes a float as ECMAScript does (``1``, ``10000000000000000``), json
+      as Python's ``repr`` (``1.0``, ``1e+16``), and an integer beyond ±(2**53 - 1) is no
+      JCS number;
+    - key order: JCS sorts keys by UTF-16 code units, json by code points, which differ
+      only where a key holds a character above U+FFFF (a surrogate pair, D800-DBFF, sorts
+      before E000-FFFF);
+    - types: exactly ``dict``, ``list``, ``tuple``, ``str``, ``int``, ``bool`` and ``None``
+      here; a subclass (an ``IntEnum``) may write itself otherwise.
+    """
+    kind = type(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+                return False
+            if not _written_alike(item):
+                return False
+        return True
+    if kind is str or value is None or kind is bool:
+        return True
+    if kind is int:
+        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    if kind is list or kind is tuple:
+        return all(_written_alike(item) for item in value)
+    return False
 
 
 def object_leaf_hash(leaf: Mapping[str, Any]) -> bytes:

@@ -33,7 +33,7 @@ __all__ = [
 _ED25519 = b"\x01"
 """The signature-type byte of an Ed25519 key (C2SP signed-note)."""
 _DASH = "\u2014 "
-_NAME = re.compile(r"[^\s+]+")
+_NAME = re.compile(r"[^\s+\x00-\x1f]+")  # Go's note.Open refuses a control character anywhere
 _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
@@ -90,7 +90,7 @@ def _raw_public(key: Ed25519PrivateKey) -> bytes:
 def verifier_key(name: str, key: Ed25519PrivateKey) -> VerifierKey:
     """The verifier key that checks notes :func:`sign_note` signs with ``key`` as ``name``."""
     if not _NAME.fullmatch(name):
-        raise NoteError("a key name is not empty and holds no space or '+'")
+        raise NoteError("a key name is not empty and holds no space, '+' or control character")
     public = _raw_public(key)
     return VerifierKey(name, _key_id(name, public), public)
 
@@ -144,7 +144,7 @@ def open_note(note: str, keys: list[VerifierKey]) -> tuple[str, list[VerifierKey
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    _check_text(text)
+    _check_text(note)  # all of it, signature lines too, as Go's note.Open does
     by_id = {(k.name, k.key_id): k for k in keys}
     signed: list[VerifierKey] = []
     for line in lines:
@@ -173,6 +173,10 @@ def open_note(note: str, keys: list[VerifierKey]) -> tuple[str, list[VerifierKey
 def _check_text(text: str) -> None:
     if not text.endswith("\n") or any(ord(c) < 0x20 and c != "\n" for c in text):
         raise NoteError("note text ends with a newline and holds no other control character")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise NoteError("note text is not UTF-8 (it holds a lone surrogate)") from exc
 
 
 def _b64(raw: bytes) -> str:

@@ -2,7 +2,8 @@
 
 PostgreSQL (a scratch database on ``KEELGATE_DEPLOY_PG``, default the test server),
 Redis for the channel layer and the shared cache (``KEELGATE_DEPLOY_REDIS``), two
-Daphne processes on two ports, two ``keelgate_worker`` and one ``keelgate_notify``, all
+Daphne processes on two ports, two ``keelgate_worker``, one ``keelgate_notify`` and one
+``keelgate_sequencer``, all
 with production settings (``KEELGATE_DEBUG=0``). Run with ``pytest tests/deploy``
 (``make test`` does); a missing server skips on a laptop and fails when ``CI=true``.
 """
@@ -133,11 +134,12 @@ class Topology:
             for n in (1, 2)
         ]
         self.notify = Process("notify", [python, "manage.py", "keelgate_notify", "--poll", "0.5"], env, home)
+        self.sequencer = Process("sequencer", [python, "manage.py", "keelgate_sequencer"], env, home)
 
     @property
     def processes(self) -> list[Process]:
-        """Web first, then the workers and the notifier."""
-        return [*self.web, *self.workers, self.notify]
+        """Web first, then the workers, the notifier and the audit log's sequencer."""
+        return [*self.web, *self.workers, self.notify, self.sequencer]
 
     def manage(self, *args: str) -> str:
         """``manage.py`` with the topology's settings; its stdout."""

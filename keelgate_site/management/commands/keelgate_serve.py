@@ -2,7 +2,8 @@
 
 Migrates, creates the demo (``keelgate_demo``), then serves the console with Daphne on
 127.0.0.1:8000 (``--bind``; with DEBUG on, loopback only) and runs a ``keelgate_worker``
-and a ``keelgate_notify`` (webhooks, email) beside it, stopping all of them on Ctrl-C.
+a ``keelgate_notify`` (webhooks, email) and a ``keelgate_sequencer`` (the audit log's
+numbers and signed checkpoints) beside it, stopping all of them on Ctrl-C.
 
 ``--web-processes N`` starts N Daphne processes on one listening socket that this
 command binds and hands to each (Daphne's ``--fd``), each taking one new connection per
@@ -99,6 +100,8 @@ class Command(BaseCommand):
             subprocess.Popen([python, "manage.py", "keelgate_worker"]),
             # Webhooks and email about what waits, delivered from the audit chain.
             subprocess.Popen([python, "manage.py", "keelgate_notify"]),
+            # Numbers audit events into each tenant's tree and signs its checkpoints.
+            subprocess.Popen([python, "manage.py", "keelgate_sequencer"]),
         ]
         self.stdout.write(f"console: http://{options['bind']}:{options['port']}/  (Ctrl-C stops everything)")
         stopping = False

@@ -3,11 +3,11 @@
 ``LOG`` is 30 sequenced events two hours apart from 2026-12-01 00:00 UTC, with three
 actors, four kinds, five runs (every seventh event names none) and two tools; the tests
 compute what a filter must keep from this list, in Python, not from the code under test.
-``write_log`` writes them sequenced, as the sequencer leaves them (leaf hashes made up: no
+``write_log`` writes them numbered, as the sequencer leaves them (leaf hashes made up: no
 page recomputes one), and moves the tenant's head; with ``unsequenced`` it also writes
-events not numbered yet (``seq`` NULL), which a reader would sequence unless a sequencer
-at work holds the head: tests that write them stand in for that sequencer
-(``hold_sequencing``).
+events committed but not numbered yet (``PendingEvent``), which a reader would sequence
+unless a sequencer at work holds the head: tests that write them stand in for that
+sequencer (``hold_sequencing``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from audit.models import TREE_LEAF, AuditEvent, ChainHead
+from audit.models import TREE_LEAF, AuditEvent, ChainHead, PendingEvent
 from keelgate.audit import GENESIS_HASH, format_at
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -62,11 +62,11 @@ def body(s: Spec) -> dict[str, object]:
     return found
 
 
-def row(tenant_id: str, s: Spec, *, seq: int | None = None) -> AuditEvent:
-    """An unsaved row for ``s`` (with ``seq`` None: not sequenced yet)."""
+def row(tenant_id: str, s: Spec) -> AuditEvent:
+    """An unsaved numbered row for ``s``, as the sequencer leaves it."""
     return AuditEvent(
         tenant_id=tenant_id,
-        seq=seq,
+        seq=s.seq,
         at=format_at(s.at),
         actor=s.actor,
         kind=s.kind,
@@ -74,16 +74,27 @@ def row(tenant_id: str, s: Spec, *, seq: int | None = None) -> AuditEvent:
         run_id=s.run_id,
         tool=s.tool,
         version=TREE_LEAF,
-        leaf_hash=f"{s.seq:064x}" if seq is not None else "",
+        leaf_hash=f"{s.seq:064x}",
     )
 
 
 def write_log(tenant_id: str, log: list[Spec] = LOG, *, unsequenced: int = 0) -> None:
-    """``log`` as sequenced rows of ``tenant_id``, ``unsequenced`` more that are not, and the head."""
-    rows = [row(tenant_id, s, seq=s.seq) for s in log]
+    """``log`` as numbered rows of ``tenant_id``, and the head; ``unsequenced`` more events
+    committed but still pending (the sequencer's queue), matching every filter of run r-1."""
+    AuditEvent.objects.bulk_create([row(tenant_id, s) for s in log], batch_size=2000)
     waiting = Spec(0, START, UNSEQUENCED_ACTOR, "run.requested", "r-1", "place_order")
-    rows += [row(tenant_id, waiting) for _ in range(unsequenced)]
-    AuditEvent.objects.bulk_create(rows, batch_size=2000)
+    PendingEvent.objects.bulk_create(
+        PendingEvent(
+            tenant_id=tenant_id,
+            at=format_at(waiting.at),
+            actor=waiting.actor,
+            kind=waiting.kind,
+            body=json.dumps(body(waiting), sort_keys=True),
+            run_id=waiting.run_id,
+            tool=waiting.tool,
+        )
+        for _ in range(unsequenced)
+    )
     head = max((s.seq for s in log), default=0)
     ChainHead.objects.update_or_create(tenant_id=tenant_id, defaults={"seq": head, "hash": GENESIS_HASH})
 

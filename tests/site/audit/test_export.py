@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def _append(tenant: str, count: int, start: int = 0) -> None:
     log = audit_log()
     for n in range(start, start + count):
-        log.record(tenant, actor="op", kind="note", body={"n": n, "text": "Zoë — \u2028 \"q\""})
+        log.record(tenant, actor="op", kind="note", body={"n": n, "text": 'Zoë — \u2028 "q"'})
 
 
 def _verify(bundle: Path, *extra: str) -> subprocess.CompletedProcess[str]:

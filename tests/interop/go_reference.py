@@ -1,0 +1,127 @@
+"""Go's reference check of a signed checkpoint and its proofs: :func:`go_check`.
+
+``tlogcheck/main.go`` opens the note with ``golang.org/x/mod/sumdb/note`` and checks every
+proof with ``sumdb/tlog`` (``CheckRecord``, ``CheckTree``): the code the Go checksum
+database and every ``go`` command run, so what it accepts is what any RFC 6962 / C2SP
+client accepts. It is built once per process from Debian's ``golang-go`` and
+``golang-golang-x-mod-dev``, offline (``GOPATH=/usr/share/gocode GO111MODULE=off``), into a
+temporary folder; only its source is in the repository.
+
+Without them, :func:`require_go` skips the calling test, and fails it when ``CI=true``
+(``.ci/run`` installs both). Used by ``tests/integration/test_go_reference.py`` on the
+engine's proofs; a site test can hand it what the product's API serves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOPATH = Path("/usr/share/gocode")
+"""Where Debian's golang-*-dev packages put Go sources (golang.org/x/mod among them)."""
+X_MOD = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb"
+SOURCE = Path(__file__).resolve().parent / "tlogcheck" / "main.go"
+
+
+def require_go() -> None:
+    """Skip the calling test unless Go and x/mod's sources are installed; fail instead when CI=true."""
+    missing = [
+        what
+        for what, present in [
+            ("the go command (Debian's golang-go)", shutil.which("go") is not None),
+            (f"golang.org/x/mod's sources in {X_MOD} (golang-golang-x-mod-dev)", X_MOD.is_dir()),
+        ]
+        if not present
+    ]
+    if missing:
+        message = f"Go's reference check needs {' and '.join(missing)}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message}: required when CI=true")
+        pytest.skip(message)
+
+
+@functools.cache
+def tlogcheck() -> Path:
+    """The built checker, compiled on the first call of this process (skips or fails without Go)."""
+    require_go()
+    folder = Path(tempfile.mkdtemp(prefix="keelgate-tlogcheck-"))
+    atexit.register(shutil.rmtree, folder, True)
+    env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "CGO_ENABLED": "0"}
+    if not any(os.environ.get(name) for name in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
+        env["GOCACHE"] = str(folder / "cache")  # go refuses to build with no cache folder
+    binary = folder / "tlogcheck"
+    built = subprocess.run(
+        ["go", "build", "-o", str(binary), str(SOURCE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise RuntimeError(f"go build {SOURCE} failed:\n{built.stderr}")
+    return binary
+
+
+def go_check(document: Mapping[str, Any]) -> subprocess.CompletedProcess[str]:
+    """Run Go's check over ``document`` (see :func:`document`); exit status 0 only if all passed.
+
+    stdout holds a line per check passed (``ok note: <origin>, size <n>, signed by <name>``,
+    ``ok inclusion of leaf <i> in <n>``, ``ok consistency of <m> with <n>``); on the first
+    failure, stderr holds ``FAIL <what>: <Go's error>`` and the exit status is 1.
+    """
+    return subprocess.run(
+        [str(tlogcheck())],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+Inclusion = tuple[int, bytes, Iterable[bytes]] | tuple[int, bytes, Iterable[bytes], bytes]
+"""``(index, leaf hash, hashes)``, or with the leaf's bytes, which Go then hashes itself."""
+
+
+def _inclusion(
+    index: int, leaf_hash: bytes, hashes: Iterable[bytes], leaf: bytes | None = None
+) -> dict[str, Any]:
+    entry = {"index": index, "leaf_hash": _b64(leaf_hash), "hashes": [_b64(h) for h in hashes]}
+    return entry if leaf is None else {**entry, "leaf": _b64(leaf)}
+
+
+def document(
+    *,
+    key: str,
+    note: str,
+    inclusion: Iterable[Inclusion] = (),
+    consistency: Iterable[tuple[int, bytes, Iterable[bytes]]] = (),
+) -> dict[str, Any]:
+    """The checker's input: a verifier key (``name+id+base64``), a signed checkpoint, and proofs
+    against it: ``(index, leaf hash, hashes)`` of inclusion, with the leaf's bytes fourth if Go
+    should hash them too, and ``(old size, old root, hashes)`` of consistency; raw bytes."""
+    return {
+        "key": key,
+        "note": note,
+        "inclusion": [_inclusion(*entry) for entry in inclusion],
+        "consistency": [
+            {"old_size": size, "old_root": _b64(root), "hashes": [_b64(h) for h in hashes]}
+            for size, root, hashes in consistency
+        ],
+    }
