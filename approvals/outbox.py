@@ -10,9 +10,12 @@ event loop: the first websocket consumer starts it and it stops when the last on
 leaves. It reads only the chains of tenants someone in this process is watching, and
 sends an :class:`~approvals.events.OutboxBatch` to the tenant's channel-layer group.
 
-- PostgreSQL: it ``LISTEN``s on ``keelgate_audit`` (every append ``NOTIFY``s
+- PostgreSQL: it ``LISTEN``s on ``keelgate_audit`` (sequencing ``NOTIFY``s
   ``"tenant:seq"`` at commit) and wakes at once; a slow poll is the safety net for a
-  dropped connection.
+  dropped connection. It also hears ``keelgate_audit_pending`` (an event inserted,
+  not yet numbered) for the tenants it watches and sequences them itself
+  (:func:`audit.wiring.integrate_pending`, never waiting for a sequencer at work), so
+  a browser sees a decision at once even while no ``keelgate_sequencer`` runs.
 - SQLite: it polls the watched tenants' head rows every ``KEELGATE_OUTBOX_POLL_SECONDS``.
 
 Delivery is at least once and may repeat or drop: several processes may send the same
@@ -39,7 +42,8 @@ from approvals import postgresql
 from approvals.events import OutboxBatch, OutboxItem, tenant_group
 from audit.models import AuditEvent
 from audit.selectors import audit_heads
-from audit.store import NOTIFY_CHANNEL
+from audit.store import NOTIFY_CHANNEL, PENDING_CHANNEL
+from audit.wiring import integrate_pending
 
 log = logging.getLogger("keelgate.outbox")
 
@@ -119,6 +123,8 @@ class OutboxTailer:
         self.sent_batches = 0
         self.reader: Any = None
         """On PostgreSQL, the tailer's own connection for its reads (see :meth:`_listen_loop`)."""
+        self._sequencing: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- watching -------------------------------------------------------------
 
@@ -197,11 +203,16 @@ class OutboxTailer:
             ) as reader,
         ):
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            await conn.execute(f"LISTEN {PENDING_CHANNEL}")
             self.reader = reader
             try:
                 await self.tick()  # what committed before LISTEN took effect
                 while True:
                     async for note in conn.notifies(timeout=safety_poll_seconds()):
+                        if note.channel == PENDING_CHANNEL:
+                            if note.payload in self.heads:
+                                self._sequence_soon(note.payload)
+                            continue
                         tenant_id, _, seq = note.payload.rpartition(":")
                         last = self.heads.get(tenant_id)
                         if last is not None and seq.isdigit() and int(seq) > last:
@@ -209,6 +220,24 @@ class OutboxTailer:
                     await self.tick()
             finally:
                 self.reader = None
+
+    def _sequence_soon(self, tenant_id: str) -> None:
+        """Sequence the tenant's pending events in a thread; its NOTIFY wakes this loop."""
+        if tenant_id in self._sequencing:
+            return
+        self._sequencing.add(tenant_id)
+
+        async def sequence() -> None:
+            try:
+                await database_sync_to_async(integrate_pending)([tenant_id])
+            except Exception:  # the sequencer or the next reader numbers them
+                log.exception("sequencing %s from the outbox failed", tenant_id)
+            finally:
+                self._sequencing.discard(tenant_id)
+
+        task = asyncio.get_running_loop().create_task(sequence())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def tick(self) -> None:
         """Look at every watched tenant's head row; send whatever is new."""

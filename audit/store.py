@@ -32,6 +32,8 @@ from sitekit.commits import DjangoCommitGroup
 
 NOTIFY_CHANNEL = "keelgate_audit"
 """Where PostgreSQL's log announces each tenant's new head (``approvals.outbox`` listens)."""
+PENDING_CHANNEL = "keelgate_audit_pending"
+"""Where PostgreSQL's insert tells, at its commit, that a tenant has events to number."""
 
 
 class DjangoAuditLog:

@@ -24,15 +24,12 @@ from typing import Any
 from django.db import connection, transaction
 
 from audit.models import PendingEvent
-from audit.store import NOTIFY_CHANNEL, DjangoAuditLog, pending_event
+from audit.store import NOTIFY_CHANNEL, PENDING_CHANNEL, DjangoAuditLog, pending_event
 from sitekit import metrics
 
-__all__ = ["INSERT_PENDING", "PENDING_CHANNEL", "PostgresAuditLog", "announce"]
+__all__ = ["INSERT_PENDING", "PostgresAuditLog", "announce"]
 
 _PENDING = PendingEvent._meta.db_table
-
-PENDING_CHANNEL = "keelgate_audit_pending"
-"""Where an insert tells the sequencer, at its commit, that a tenant has events to number."""
 
 _COLUMNS = ("tenant_id", "at", "actor", "kind", "body", "run_id", "tool")
 _NAMES = ", ".join(f'"{c}"' for c in _COLUMNS)

@@ -8,11 +8,13 @@ PostgreSQL ``record`` only inserts, and the next append, reader or sequencer num
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
+from audit import tree as audit_tree
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead, TreeNode
 from audit.store import DjangoAuditLog
@@ -66,12 +68,13 @@ def test_on_sqlite_an_event_is_numbered_in_its_writers_transaction():
     group.hold()
     try:
         log.record("t1", actor="a", kind="first", body={})
-        row = EventRow.objects.get(tenant_id="t1")
+        numbered = EventRow.objects.filter(tenant_id="t1", seq__isnull=False)
         if connection.vendor == "sqlite":
-            assert row.seq == 1 and row.leaf_hash
+            assert list(numbered.values_list("seq", "kind")) == [(1, "first")]
+            assert numbered.get().leaf_hash
             assert ChainHead.objects.get(tenant_id="t1").seq == 1
         else:
-            assert row.seq is None and row.leaf_hash == ""
+            assert not numbered.exists()
     finally:
         group.release()
     integrate_pending(["t1"])
@@ -158,8 +161,54 @@ def test_a_record_outside_a_group_is_one_statement_on_postgresql():
     statements = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
     assert len(statements) == 1, statements
     assert statements[0].startswith(INSERT_PENDING.split(" VALUES")[0])
-    assert EventRow.objects.get(tenant_id="t1", kind="second").seq is None
+    assert not EventRow.objects.filter(tenant_id="t1", kind="second", seq__isnull=False).exists()
+    assert ChainHead.objects.get(tenant_id="t1").seq == 1
     assert integrate_pending(["t1"]) == 1
     stored = log.head("t1")
     assert stored is not None and (stored.seq, stored.body) == (2, ODD)
+    _verified("t1", 2)
+
+
+def test_an_event_committed_while_a_batch_is_sequenced_is_not_lost(monkeypatch: pytest.MonkeyPatch):
+    """PostgreSQL: an event inserted before a batch is read but committed while that batch is
+    being sequenced (its number in the queue below the batch's last) is numbered by the next
+    pass, never dropped from the queue unnumbered."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite writers are serialised: no insert commits during a sequencing")
+    inserted, commit_now, committed = threading.Event(), threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def early_writer() -> None:
+        try:
+            with transaction.atomic():
+                audit_log().record("t1", actor="a", kind="early", body={})  # queued first, not committed
+                inserted.set()
+                assert commit_now.wait(30)
+            committed.set()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+            committed.set()
+        finally:
+            connections.close_all()
+
+    real_new_nodes = audit_tree.new_nodes
+
+    def new_nodes_once_the_early_event_commits(*args: Any, **kwargs: Any) -> Any:
+        commit_now.set()  # the batch has been read: let the early writer commit now
+        assert committed.wait(30)
+        return real_new_nodes(*args, **kwargs)
+
+    writer = threading.Thread(target=early_writer)
+    writer.start()
+    assert inserted.wait(30)
+    audit_log().record("t1", actor="a", kind="late", body={})  # queued second, committed
+    monkeypatch.setattr(audit_tree, "new_nodes", new_nodes_once_the_early_event_commits)
+    integrate_pending(["t1"])
+    monkeypatch.setattr(audit_tree, "new_nodes", real_new_nodes)
+    assert committed.is_set()  # the early event did commit in the middle of that pass
+    writer.join(timeout=60)
+    assert not errors, errors
+    integrate_pending(["t1"])
+    kinds = list(EventRow.objects.filter(tenant_id="t1").order_by("seq").values_list("kind", flat=True))
+    assert kinds == ["late", "early"]
     _verified("t1", 2)
