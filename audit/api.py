@@ -122,7 +122,6 @@ def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
     return ChainDigestOut(**audit_digest(tenant_id=caller.tenant_id))
 
 
-
 @router.get(
     "/audit/checkpoint",
     response=responses({200: str}, READ_ERRORS),
