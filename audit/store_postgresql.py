@@ -18,13 +18,15 @@ what differs is the append:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.db import connection, transaction
 
 from audit.models import PendingEvent
 from audit.store import NOTIFY_CHANNEL, PENDING_CHANNEL, DjangoAuditLog, pending_event
+from audit.tree import integrate_all
+from keelgate.audit import AuditEvent
 from sitekit import metrics
 
 __all__ = ["INSERT_PENDING", "PostgresAuditLog", "announce"]
@@ -57,6 +59,16 @@ class PostgresAuditLog(DjangoAuditLog):
         with transaction.atomic(savepoint=False), connection.cursor() as cursor:
             cursor.execute(INSERT_PENDING, params)
             transaction.on_commit(lambda: metrics.audit_appended(kind, body))
+
+    def events(self, tenant_id: str, *, after_seq: int = 0, limit: int | None = None) -> Iterator[AuditEvent]:
+        """The tenant's events after ``after_seq``, what is pending numbered first."""
+        integrate_all([tenant_id], announce=announce)
+        return super().events(tenant_id, after_seq=after_seq, limit=limit)
+
+    def head(self, tenant_id: str) -> AuditEvent | None:
+        """The newest event of the tenant's log, what is pending numbered first."""
+        integrate_all([tenant_id], announce=announce)
+        return super().head(tenant_id)
 
 
 def announce(tenant_id: str, seq: int) -> None:

@@ -23,7 +23,16 @@ from audit.models import TREE_LEAF, ChainHead, PendingEvent, TreeNode
 from audit.models import AuditEvent as EventRow
 from keelgate.audit import GENESIS_HASH, HashReader, leaf_object, new_nodes, object_leaf_hash, tree_root
 
-__all__ = ["BATCH", "Announce", "event_leaf", "integrate", "lock_head", "node_reader", "pending_tenants"]
+__all__ = [
+    "BATCH",
+    "Announce",
+    "event_leaf",
+    "integrate",
+    "integrate_all",
+    "lock_head",
+    "node_reader",
+    "pending_tenants",
+]
 
 BATCH = 2000
 """Events sequenced per transaction at most: bounds how long the lock is held."""
@@ -108,7 +117,8 @@ def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = 
         TreeNode.objects.bulk_create(
             [TreeNode(tenant_id=tenant_id, level=lv, index=i, hash=h) for lv, i, h in made], batch_size=500
         )
-        PendingEvent.objects.filter(tenant_id=tenant_id, id__lte=pending[-1].id).delete()
+        # Exactly the rows read: one committed meanwhile with a lower id waits for the next batch.
+        PendingEvent.objects.filter(id__in=[row.id for row in pending]).delete()
         moved = ChainHead.objects.filter(tenant_id=tenant_id, seq=size).update(seq=new_size, root=root.hex())
         if moved != 1:  # the lock makes this impossible; refuse rather than fork the tree
             raise RuntimeError(f"tenant {tenant_id}: the log's head moved while it was locked")
@@ -132,6 +142,25 @@ def _numbered(row: PendingEvent, seq: int) -> EventRow:
     )
     event.leaf_hash = object_leaf_hash(event_leaf(event)).hex()
     return event
+
+
+def integrate_all(
+    tenant_ids: Iterable[str] | None = None,
+    *,
+    wait: bool = False,
+    drain: bool = True,
+    announce: Announce | None = None,
+) -> int:
+    """:func:`integrate` for each of ``tenant_ids`` with pending events (default: every
+    tenant that has some), batch after batch unless ``drain`` is off; how many it numbered."""
+    done = 0
+    for tenant_id in pending_tenants(tenant_ids):
+        while True:
+            n = len(integrate(tenant_id, wait=wait, announce=announce))
+            done += n
+            if n < BATCH or not drain:
+                break
+    return done
 
 
 def pending_tenants(among: Iterable[str] | None = None) -> list[str]:

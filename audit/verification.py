@@ -98,7 +98,15 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
         return walk.broken(size, ROOT_MISMATCH)
     if expect is not None and not walk.expect_met:
         return walk.broken(expect[0], "digest_mismatch")
+    if head is not None and (head.chain_seq, head.hash if head.chain_seq else GENESIS_HASH) != (
+        walk.chain_seq,
+        walk.chain,
+    ):  # the head names the last hash-chained event: the cut-over
+        return walk.broken(min(head.chain_seq, walk.chain_seq) + 1, HEAD_MISMATCH)
     now = ChainHead.objects.filter(tenant_id=tenant_id).values_list("seq", flat=True).first() or 0
+    if Checkpoint.objects.filter(tenant_id=tenant_id, size__gt=max(now, size)).exists():
+        # A signed checkpoint of a bigger tree than there is: the log was cut back.
+        return walk.broken(max(now, size) + 1, CHECKPOINT_MISMATCH)
     forged = (
         EventRow.objects.filter(tenant_id=tenant_id, seq__gt=max(now, size))
         .order_by("seq")
@@ -126,6 +134,7 @@ class _Walk:
         self.builder = TreeBuilder()
         self.size = 0
         self.chain = GENESIS_HASH
+        self.chain_seq = 0
         self.chain_closed = False
         self.good_root = GENESIS_HASH
         self.made: dict[tuple[int, int], bytes] = {}
@@ -138,10 +147,14 @@ class _Walk:
     def run(self, rows: Iterable[tuple[Any, ...]]) -> ChainReport | None:
         for row in rows:
             report = self.step(row)
-            if report is None and len(self.made) >= 2 * self.CHUNK:
+            if report is not None:  # a stored subtree below this break may be the first
+                nodes = self.check_nodes()
+                earlier = nodes is not None and (nodes.first_bad_seq or 0) < (report.first_bad_seq or 0)
+                return nodes if earlier and nodes is not None else report
+            if len(self.made) >= 2 * self.CHUNK:
                 report = self.check_nodes()
-            if report is not None:
-                return report
+                if report is not None:
+                    return report
         return self.check_nodes()
 
     def step(self, row: tuple[Any, ...]) -> ChainReport | None:
@@ -161,7 +174,7 @@ class _Walk:
             canonical = fast_canonical(self.tenant_id, seq, at_time, actor, kind, body)
             if not in_stored_form(at, body_text) or compute_hash(prev_hash, canonical) != hash_:
                 return self.broken(seq, "hash_mismatch")
-            self.chain = hash_
+            self.chain, self.chain_seq = hash_, seq
         elif version == TREE_LEAF:
             if prev_hash or hash_:  # a leaf links to nothing: a link here was written by hand
                 return self.broken(seq, "hash_mismatch")
@@ -216,7 +229,9 @@ class _Walk:
         bad = [node for node, h in self.made.items() if stored.get(node) != h]
         self.made = {}
         if bad:
-            return self.broken(min(index << level for level, index in bad) + 1, NODE_MISMATCH)
+            # The lowest bad subtree says most precisely where the leaves and nodes part.
+            level, index = min(bad)
+            return self.broken((index << level) + 1, NODE_MISMATCH)
         return None
 
 

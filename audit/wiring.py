@@ -14,7 +14,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 from audit.store import DjangoAuditLog
 from audit.store_postgresql import PostgresAuditLog, announce
-from audit.tree import BATCH, Announce, integrate, pending_tenants
+from audit.tree import integrate_all
 from keelgate.clock import Clock
 from sitekit.commits import DjangoCommitGroup
 
@@ -42,12 +42,6 @@ def integrate_pending(
     numbers its events. Readers call this first, so a committed event is never missing
     from what they read even when no sequencer runs.
     """
-    told: Announce | None = announce if _on_postgresql() else None
-    done = 0
-    for tenant_id in pending_tenants(tenant_ids):
-        while True:
-            n = len(integrate(tenant_id, wait=wait, announce=told))
-            done += n
-            if n < BATCH or not drain:
-                break
-    return done
+    if not _on_postgresql():
+        return 0  # the ORM store numbers each event in its writer's transaction: none wait
+    return integrate_all(tenant_ids, wait=wait, drain=drain, announce=announce)

@@ -6,7 +6,8 @@ recompute a leaf's hash from the API alone, in any language with a JCS library:
 - ``v``: the form the event was written in, 1 (hash-chained, before the tree) or 2;
 - ``tenant_id``, ``seq`` (the leaf's index plus one), ``at`` (ISO 8601 text exactly as
   stored), ``actor``, ``kind``, ``body`` (the event's JSON body);
-- for ``v`` 1 only, ``prev_hash`` and ``hash``: the chain link it was written with.
+- for ``v`` 1 only, ``prev_hash`` and ``hash``: the chain link it was written with (and an
+  integer of its body beyond 2**53 as its decimal text: RFC 8785 numbers are doubles).
 """
 
 from __future__ import annotations
@@ -40,7 +41,14 @@ def leaf_object(
     prev_hash: str = "",
     hash: str = "",
 ) -> dict[str, Any]:
-    """The leaf object of one stored event."""
+    """The leaf object of one stored event.
+
+    A ``v`` 1 body (written before the tree, when any integer was stored) carries an
+    integer beyond :data:`MAX_SAFE_INTEGER` as its decimal text (:func:`i_json`), as new
+    bodies are stored; its chain ``hash`` still binds the value as stored.
+    """
+    if version == 1:
+        body = i_json(body)
     leaf: dict[str, Any] = {
         "v": version,
         "tenant_id": tenant_id,

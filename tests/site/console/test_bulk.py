@@ -8,8 +8,8 @@ import pytest
 
 from approvals.models import Approval, ApprovalStatus
 from approvals.services import approval_decide, approvals_decide_bulk
-from audit.models import AuditEvent
 from runs.agents.brokerage import PaperBrokerage
+from tests.site._audit import logged
 
 from .conftest import drain, start_waiting
 
@@ -23,7 +23,7 @@ def picks(*approvals: Approval) -> list[str]:
 
 
 def decided_events(by: str) -> list[dict]:
-    rows = AuditEvent.objects.filter(tenant_id="t1", kind="approval.decided", actor=by).order_by("seq")
+    rows = logged().filter(tenant_id="t1", kind="approval.decided", actor=by).order_by("seq")
     return [json.loads(r.body) for r in rows]
 
 

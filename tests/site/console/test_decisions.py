@@ -9,9 +9,9 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from audit.models import AuditEvent
 from runs.agents.brokerage import PaperBrokerage
 from runs.models import Run, RunStatus
+from tests.site._audit import logged
 
 from .conftest import drain, login, start_waiting
 
@@ -29,7 +29,7 @@ def test_approve_with_a_note_queues_the_run_and_audits_the_user(waiting, as_user
     assert approval.status == ApprovalStatus.APPROVED and approval.decided_by == "bob"
     assert approval.votes[0]["note"] == "looks right"
     assert Run.objects.get(run_id="r1").status == RunStatus.QUEUED
-    event = AuditEvent.objects.filter(tenant_id="t1", kind="approval.decided").get()
+    event = logged().filter(tenant_id="t1", kind="approval.decided").get()
     assert event.actor == "bob" and '"decision":"approve"' in event.body
     page = client.get("/").content.decode()
     assert "Approved place_order in run r1" in page and f"item-a-{waiting.pk}" not in page
@@ -88,7 +88,7 @@ def test_the_loser_of_two_decisions_is_told_who_settled_it(waiting, people):
     assert results[winner].status_code == 200
     assert results[loser].status_code == 409
     assert f"Already settled by {winner}." in results[loser].content.decode()
-    assert AuditEvent.objects.filter(tenant_id="t1", kind="approval.decided").count() == 1
+    assert logged().filter(tenant_id="t1", kind="approval.decided").count() == 1
 
 
 def test_a_replayed_or_double_clicked_post_changes_nothing(waiting, as_user):
@@ -98,7 +98,7 @@ def test_a_replayed_or_double_clicked_post_changes_nothing(waiting, as_user):
     second = client.post(f"/approvals/{waiting.pk}/approve/", {"note": "ok"}, follow=True)
     assert first.status_code == 303
     assert b"Already settled by bob." in second.content
-    assert AuditEvent.objects.filter(tenant_id="t1", kind="approval.decided").count() == 1
+    assert logged().filter(tenant_id="t1", kind="approval.decided").count() == 1
 
 
 def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerage_path, settings, as_user):

@@ -26,6 +26,7 @@ from runs.models import Run, RunStatus
 from runs.signals import worker_idle
 from tenants.api_keys import api_key_create
 from tenants.models import Tenant
+from tests.site._audit import logged
 from tests.site._threads import all_returned, at_once
 from tests.site.api.conftest import Api
 
@@ -51,7 +52,7 @@ def shift(approval: Approval, by: timedelta) -> Approval:
 
 
 def chain(kind: str) -> list[AuditEvent]:
-    return list(AuditEvent.objects.filter(tenant_id="t1", kind=kind).order_by("seq"))
+    return list(logged().filter(tenant_id="t1", kind=kind).order_by("seq"))
 
 
 def warn_window(approval: Approval) -> Approval:

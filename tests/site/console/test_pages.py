@@ -8,9 +8,9 @@ import pytest
 from django.test import Client
 
 from approvals.services import approval_decide
-from audit.models import AuditEvent
 from runs.models import Run, RunStatus
 from runs.services import run_start
+from tests.site._audit import logged
 
 from .._asgi import asgi_get
 from .conftest import PASSWORD, drain, start_waiting
@@ -132,7 +132,7 @@ def test_a_budget_stop_resumes_with_larger_limits_from_the_run_page(people, brok
 def test_the_audit_page_pages_the_chain_and_verify_reports_intact(waiting, as_user):
     """Newest event first, older pages by number; Verify says intact with the head number."""
     client = as_user("viewer")
-    head = AuditEvent.objects.filter(tenant_id="t1").order_by("-seq").first()
+    head = logged().filter(tenant_id="t1").order_by("-seq").first()
     html = client.get("/audit/t1/").content.decode()
     assert html.index(f'id="ev-{head.seq}"') < html.index('id="ev-1"')
     assert "approval.requested" in html
@@ -145,7 +145,7 @@ def test_the_audit_page_pages_the_chain_and_verify_reports_intact(waiting, as_us
 
 def test_verify_names_the_first_broken_event(waiting, as_user):
     """An event edited behind the store's back is reported as the first break, linked."""
-    AuditEvent.objects.filter(tenant_id="t1", seq=2).update(actor="mallory")
+    logged().filter(tenant_id="t1", seq=2).update(actor="mallory")
     client = as_user("op")
     response = client.post("/audit/t1/verify/")
     assert response.status_code == 303 and response["Location"].endswith("?before=3#ev-2")

@@ -12,7 +12,6 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from audit.models import AuditEvent
 from audit.selectors import audit_verify
 from keelgate.errors import NotReplayableError
 from keelgate.loop import Recording
@@ -20,6 +19,7 @@ from runs.engine.stores import DjangoCheckpointStore
 from runs.engine.worker import Worker
 from runs.models import Checkpoint, Run, RunStatus
 from runs.services import run_start
+from tests.site._audit import logged
 from tests.site.runs._batch import approved_runs, require_postgres
 from tests.site.runs.test_kill_workers import spawn_worker, stop_all, wait_for
 
@@ -51,7 +51,7 @@ def test_prune_keeps_the_last_n_checkpoints_of_done_runs_and_every_audit_event(o
     store = DjangoCheckpointStore()
     before = {r: store.load("t1", r) for r in [*done, "w1"]}
     waiting_rows = Checkpoint.objects.filter(run_id="w1").count()
-    events = AuditEvent.objects.count()
+    events = logged().count()
 
     out = _prune("--keep-last", "2")
 
@@ -64,7 +64,7 @@ def test_prune_keeps_the_last_n_checkpoints_of_done_runs_and_every_audit_event(o
     assert Checkpoint.objects.filter(run_id="w1").count() == waiting_rows  # it can still resume
     assert store.load("t1", "w1") == before["w1"]
     assert "w1" not in out
-    assert AuditEvent.objects.count() == events
+    assert logged().count() == events
     assert audit_verify(tenant_id="t1").ok
     assert "from 2 run(s)" in out
     assert "removed 0 checkpoint(s)" in _prune("--keep-last", "2")  # nothing left to prune
@@ -117,7 +117,7 @@ def test_pruning_while_workers_run_a_batch_loses_no_run_and_repeats_no_order(ope
     from runs.agents.brokerage import PaperBrokerage
 
     ids = approved_runs(operator, 12, "b")
-    events_before = AuditEvent.objects.count()
+    events_before = logged().count()
     log = Path(tmp_path) / "workers.log"
     procs = [spawn_worker(child_env, log, "--lease-seconds", "10") for _ in range(2)]
     removed = 0
@@ -142,5 +142,5 @@ def test_pruning_while_workers_run_a_batch_loses_no_run_and_repeats_no_order(ope
         assert Checkpoint.objects.filter(run_id=run.run_id).count() == 1
     ledger = PaperBrokerage().ledger()
     assert len(ledger) == len(ids) and all(e.executions == 1 for e in ledger)
-    assert AuditEvent.objects.count() > events_before
+    assert logged().count() > events_before
     assert audit_verify(tenant_id="t1").ok
