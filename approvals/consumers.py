@@ -337,6 +337,8 @@ class InboxConsumer(AsyncWebsocketConsumer):
             "changed_runs": " ".join(
                 sorted(f"{tenant_id}/{run_id}" for tenant_id, runs in touched.items() for run_id in runs)
             ),
+            # Whose logs grew, whether or not their events name a run (the audit page's tail).
+            "changed_tenants": " ".join(sorted(touched)),
         }
         if self.items and full:
             sections = inbox_sections(roles=self.tenants, username=self.username, view=self.view, now=now())

@@ -1,4 +1,9 @@
-"""Wire formats of the audit API: events, a verification report, the signed chain head."""
+"""Wire formats of the audit API: the events' filters, events, checkpoints, proofs, a
+verification report, the signed chain head.
+
+:class:`AuditFiltersIn` is also what the console's audit pages read their query string
+with, so a filter means the same on a page and in ``GET /audit/events``.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,28 @@ import json
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from audit.models import LEGACY_CHAIN, Checkpoint
 from audit.models import AuditEvent as EventRow
+from audit.selectors import AUDIT_EVENTS, QUALIFIERS
 from audit.tree import event_leaf
 from keelgate.audit import ChainReport
-from sitekit.api import INPUT, JSON_INTEGER
+from sitekit.api import INPUT, JSON_INTEGER, NO_NUL
+from sitekit.paging import qualifiers
 
 __all__ = [
+    "KIND",
     "AuditEventOut",
+    "AuditFiltersIn",
     "AuditPageOut",
     "ChainDigestIn",
     "ChainDigestOut",
@@ -33,6 +50,120 @@ __all__ = [
 ]
 
 
+KIND = r"^[a-z][a-z0-9_.]{0,63}$"
+"""The shape of an audit event kind (``loop.reconciled``)."""
+RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""The shape of a run id (as ``runs.schemas.RUN_ID``, which this layer cannot import)."""
+
+TIME_HELP = (
+    "A date (its whole day, UTC) or an ISO 8601 time (as precise as written: `2026-12-01T10:30` is "
+    "that minute; UTC unless it has an offset)."
+)
+
+
+def _blank_is_none(value: Any) -> Any:
+    """A field sent empty (a console form's untouched box, ``?kind=``) is no filter."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+_Text = Annotated[str | None, BeforeValidator(_blank_is_none)]
+
+
+class AuditFiltersIn(Schema):
+    """The audit list's filters, all combined (``audit.selectors.AUDIT_EVENTS``).
+
+    ``q`` is a search line: GitHub-style qualifiers (``kind:`` or ``action:``, ``actor:``,
+    ``run:``, ``tool:``, ``created:`` with a range such as ``>=2026-12-01`` or
+    ``2026-12-01..2026-12-03``) and words, which are found in run ids. A qualifier and the
+    field of the same name must agree. Every value is checked here: a bad one is an error
+    naming its field, never an unfiltered list.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+    kind: _Text = Field(None, pattern=KIND, description="Only events of this kind (`loop.reconciled`).")
+    actor: _Text = Field(None, max_length=200, pattern=NO_NUL, description="Only events by this actor.")
+    run: _Text = Field(None, pattern=RUN_ID, description="Only events of this run (its id, exactly).")
+    tool: _Text = Field(None, max_length=200, pattern=NO_NUL, description="Only events about this tool.")
+    from_: _Text = Field(None, alias="from", max_length=40, description=f"From this time on. {TIME_HELP}")
+    to: _Text = Field(None, max_length=40, description=f"Up to this time, included. {TIME_HELP}")
+    decisions: bool = Field(
+        False,
+        description=(
+            "Only decisions: approval.decided, approval.edited, loop.reconciled, approval.escalated, "
+            "approval.expired, run.cancel_requested, run.cancelled."
+        ),
+    )
+    q: _Text = Field(
+        None,
+        max_length=200,
+        pattern=NO_NUL,
+        description=(
+            "A search line: `kind:` (or `action:`), `actor:`, `run:`, `tool:`, `created:` qualifiers "
+            "(`created:>=2026-12-01`, `created:2026-12-01..2026-12-03`) and text found in run ids."
+        ),
+    )
+
+    @field_validator("from_", "to")
+    @classmethod
+    def _time(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            AUDIT_EVENTS.filters["from"].parse(value)  # ValueError: not a time
+        return value
+
+    @field_validator("q")
+    @classmethod
+    def _search(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        for name, said in _qualified(value).items():
+            field = _FIELD_OF.get(name, name)
+            if field == "created":
+                AUDIT_EVENTS.filters["created"].parse(said)  # ValueError: not a range of times
+            elif field != "q":
+                try:  # the qualifier holds what its field would
+                    cls.model_validate({field: said})
+                except ValidationError as exc:
+                    raise ValueError(f"{name}:{said} is not valid ({exc.errors()[0]['msg']})") from None
+                given = info.data.get(field)
+                if given is not None and given != said:
+                    raise ValueError(f"{name}:{said} contradicts {field}={given}")
+        return value
+
+    def listing_values(self) -> dict[str, Any]:
+        """The filters as :data:`audit.selectors.AUDIT_EVENTS` takes them (parsed; None: not set)."""
+        given: dict[str, Any] = {
+            "kind": self.kind,
+            "actor": self.actor,
+            "run": self.run,
+            "tool": self.tool,
+            "from": self.from_,
+            "to": self.to,
+            "decisions": "1" if self.decisions else None,
+        }
+        if self.q is not None:
+            for name, said in _qualified(self.q).items():
+                given[_FIELD_OF.get(name, name)] = said
+        return {
+            name: AUDIT_EVENTS.filters[name].parse(value)
+            for name, value in given.items()
+            if value is not None
+        }
+
+    def query(self) -> dict[str, str]:
+        """The filters set, by their query parameter names (for a link that keeps them)."""
+        found = self.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+        return {name: "1" if value is True else str(value) for name, value in found.items()}
+
+
+_FIELD_OF = {"action": "kind"}
+"""A qualifier named otherwise than its field."""
+
+
+def _qualified(search: str) -> dict[str, str]:
+    return qualifiers(search, QUALIFIERS)
+
+
 class AuditEventOut(BaseModel):
     """One event of the tenant's log, exactly as stored and hashed."""
 
@@ -40,6 +171,8 @@ class AuditEventOut(BaseModel):
     at: str = Field(description="ISO-8601 text exactly as hashed.")
     actor: str
     kind: str
+    run_id: str = Field(description="The run the event is about, or empty.")
+    tool: str = Field(description="The tool the event is about, or empty.")
     body: dict[str, Any] = Field(description="The event's JSON body. Values may quote untrusted text.")
     prev_hash: str | None = Field(
         description="Hash-chained events (`leaf.v` 1) only: the previous event's hash."
@@ -96,10 +229,12 @@ class VerifierKeyOut(BaseModel):
 
 
 class AuditPageOut(BaseModel):
-    """Events oldest first; pass ``next_after_seq`` as ``after_seq`` for more."""
+    """A page of events: oldest first (pass ``next_after_seq`` as ``after_seq`` for more), or
+    with ``newest_first`` newest first (pass ``next_before_seq`` as ``before_seq``)."""
 
     items: list[AuditEventOut]
     next_after_seq: int | None
+    next_before_seq: int | None = None
 
 
 class ChainReportOut(BaseModel):
@@ -166,6 +301,8 @@ def event_out(row: EventRow) -> AuditEventOut:
         at=row.at,
         actor=row.actor,
         kind=row.kind,
+        run_id=row.run_id,
+        tool=row.tool,
         body=_body(row.body),
         prev_hash=row.prev_hash if chained else None,
         hash=row.hash if chained else None,

@@ -1,59 +1,201 @@
-"""Reads of the audit log: its events a page at a time, verifying a tenant's history, listing the logs.
+"""Reads of the audit log: its events a page at a time under filters, one event, the
+checkpoints, verifying a tenant's history, listing the logs.
 
-Every read first sequences what is pending for its tenants (:func:`audit.wiring.integrate_pending`,
-never waiting for a sequencer that is at work), so a committed event is never missing
-from what a reader sees. Verification is :mod:`audit.verification`.
+Every read of events first sequences what is pending for its tenant
+(:func:`audit.wiring.integrate_pending`, never waiting for a sequencer that is at work), so
+a committed event is never missing from what a reader sees; an event still pending (a
+``PendingEvent``, not numbered) is not part of the log anyone can cite, and no read shows
+it. Verification is :mod:`audit.verification`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from django.db.models import Q, QuerySet
 
 from audit.digest import ChainDigest, sign_head
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead, Checkpoint
 from audit.verification import HEAD_MISMATCH, verify_log
 from audit.wiring import integrate_pending
-from keelgate.audit import ChainReport
+from keelgate.audit import ChainReport, format_at
 from keelgate.errors import ChainBrokenError
+from keelgate.tracing import DECISION_KINDS as TRACED_DECISIONS
 from sitekit import metrics
-from sitekit.errors import EmptyChainError
-from sitekit.paging import Filter, Keyset, Listing, Page
+from sitekit.errors import EmptyChainError, NotFoundError
+from sitekit.paging import Filter, Keyset, Listing, Page, Range, Span, flag, time_span
 
 __all__ = [
     "AUDIT_EVENTS",
+    "CHECKPOINTS",
+    "DECISION_KINDS",
     "HEAD_MISMATCH",
+    "QUALIFIERS",
     "audit_checkpoints",
     "audit_digest",
+    "audit_event",
     "audit_events",
+    "audit_events_exist",
     "audit_heads",
     "audit_tenants",
     "audit_verify",
+    "audit_window",
 ]
 
+DECISION_KINDS = (*sorted(TRACED_DECISIONS), "run.cancel_requested")
+"""The kinds the Decisions view lists: the decisions the engine applies and traces
+(approve, deny, edit, reconcile, escalate, expire, cancel: ``keelgate.tracing``), and a
+person's request to cancel a running run, a decision whose effect comes at its next step."""
 
-AUDIT_EVENTS = Listing(Keyset(EventRow, "seq"), Filter("kind"))
-"""A tenant's chain, oldest first, by kind (``seq`` is unique within a tenant's chain).
-A filter the chain's readers add (``actor``, a ``created`` range) is declared here."""
+
+def at_span(value: str) -> Span:
+    """A time as the stored ``at`` text compares: :func:`~sitekit.paging.time_span`'s
+    stretch in :func:`~keelgate.audit.format_at`'s form (UTC, microseconds), whose text
+    order is time order. ``at`` is text (hashed exactly), so a bound must be text too."""
+    span = time_span(value)
+    return Span(format_at(span.start), format_at(span.end))
+
+
+def _search(value: str) -> str:
+    found = value.strip()
+    if not found:
+        raise ValueError("empty")
+    return found
+
+
+class _Decisions(Filter):
+    """``decisions``: only the kinds of :data:`DECISION_KINDS` (on, or not given)."""
+
+    def __init__(self) -> None:
+        super().__init__("decisions", "kind", lookup="in", parse=flag)
+
+    def where(self, value: Any) -> Q:
+        return Q(kind__in=DECISION_KINDS) if value else Q()
+
+
+AUDIT_EVENTS = Listing(
+    Keyset(EventRow, "seq"),
+    Filter("kind"),
+    Filter("actor"),
+    Filter("run", "run_id"),
+    Filter("tool"),
+    Filter("from", "at", lookup="gte", parse=lambda value: at_span(value).start),
+    Filter("to", "at", lookup="lt", parse=lambda value: at_span(value).end),
+    Range("created", "at", parse=at_span),
+    Filter("q", "run_id", lookup="icontains", parse=_search),
+    _Decisions(),
+)
+"""A tenant's log, oldest first (``seq`` is unique within a tenant's log), read by the
+audit pages and ``GET /audit/events`` alike. Filters, all combined: ``kind``, ``actor``,
+``run`` (a run id, exactly), ``tool``; ``from`` and ``to`` (a date is its whole day, a time
+as precise as written, UTC unless it says otherwise; both ends included); ``created`` (a
+GitHub-style range of the same times: ``>=2026-12-01``, ``2026-12-01..2026-12-03``);
+``q``, text found in run ids; ``decisions`` (the kinds of :data:`DECISION_KINDS`)."""
+
+QUALIFIERS = ("kind", "action", "actor", "run", "tool", "created")
+"""The words of a search line read as filters (``action:`` is GitHub's name for ``kind:``)."""
 
 _NEWEST_FIRST = AUDIT_EVENTS.reversed()
+
+
+def _sequenced(tenant_id: str) -> QuerySet[EventRow]:
+    """The tenant's numbered events (pending ones are another table's rows)."""
+    return EventRow.objects.filter(tenant_id=tenant_id)
 
 
 def audit_events(
     *,
     tenant_id: str,
     filters: Mapping[str, Any] | None = None,
-    after: int | None = None,
+    after_seq: int | None = None,
+    before_seq: int | None = None,
     newest_first: bool = False,
     limit: int,
 ) -> Page[EventRow]:
-    """A page of the tenant's chain under ``filters`` (names of :data:`AUDIT_EVENTS`): oldest
-    first after the number ``after``, or newest first before it."""
+    """A page of the tenant's sequenced events under ``filters`` (names of
+    :data:`AUDIT_EVENTS`, parsed), numbered between ``after_seq`` and ``before_seq`` (both
+    excluded, either open): the ``limit`` oldest, or with ``newest_first`` the newest. The
+    page's ``next_key`` is where the next page in the same direction starts."""
     integrate_pending([tenant_id])
-    listing = _NEWEST_FIRST if newest_first else AUDIT_EVENTS
-    rows = EventRow.objects.filter(tenant_id=tenant_id)
-    return listing.page(rows, filters, after=None if after is None else (after,), limit=limit)
+    rows = _sequenced(tenant_id)
+    if newest_first:
+        if after_seq is not None:
+            rows = rows.filter(seq__gt=after_seq)
+        start = before_seq
+        listing = _NEWEST_FIRST
+    else:
+        if before_seq is not None:
+            rows = rows.filter(seq__lt=before_seq)
+        start = after_seq
+        listing = AUDIT_EVENTS
+    return listing.page(rows, filters, after=None if start is None else (start,), limit=limit)
+
+
+def audit_events_exist(
+    *,
+    tenant_id: str,
+    filters: Mapping[str, Any] | None = None,
+    after_seq: int | None = None,
+    before_seq: int | None = None,
+) -> bool:
+    """Whether any sequenced event under ``filters`` is numbered between the two (excluded)."""
+    rows = _sequenced(tenant_id)
+    if after_seq is not None:
+        rows = rows.filter(seq__gt=after_seq)
+    if before_seq is not None:
+        rows = rows.filter(seq__lt=before_seq)
+    return AUDIT_EVENTS.filtered(rows, filters).exists()
+
+
+@dataclass(frozen=True)
+class Window:
+    """A console page of events, newest first, and where the pages beside it start."""
+
+    rows: list[EventRow]
+    newer: int | None
+    """``after_seq`` of the page of newer events (None: there are none)."""
+    older: int | None
+    """``before_seq`` of the page of older events (None: there are none)."""
+
+
+def audit_window(
+    *,
+    tenant_id: str,
+    filters: Mapping[str, Any] | None = None,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+    limit: int,
+) -> Window:
+    """``limit`` events under ``filters``, newest first: the newest, those just below
+    ``before_seq``, or those just above ``after_seq``; in two queries at most, however long
+    the log (a page, and whether there is anything on the other side)."""
+    if after_seq is not None:
+        page = audit_events(tenant_id=tenant_id, filters=filters, after_seq=after_seq, limit=limit)
+        rows = page.rows[::-1]
+        newer = int(page.next_key[0]) if page.next_key else None
+        edge = rows[-1].seq if rows else after_seq + 1
+        older = edge if audit_events_exist(tenant_id=tenant_id, filters=filters, before_seq=edge) else None
+        return Window(rows, newer, older)
+    page = audit_events(
+        tenant_id=tenant_id, filters=filters, before_seq=before_seq, newest_first=True, limit=limit
+    )
+    older = int(page.next_key[0]) if page.next_key else None
+    if before_seq is None:
+        return Window(page.rows, None, older)
+    edge = page.rows[0].seq if page.rows else before_seq - 1
+    newer = edge if audit_events_exist(tenant_id=tenant_id, filters=filters, after_seq=edge) else None
+    return Window(page.rows, newer, older)
+
+
+def audit_event(*, tenant_id: str, seq: int) -> EventRow:
+    """The tenant's sequenced event numbered ``seq``; NotFoundError if there is none."""
+    row = _sequenced(tenant_id).filter(seq=seq).first()
+    if row is None:
+        raise NotFoundError()
+    return row
 
 
 def audit_tenants() -> list[str]:

@@ -35,6 +35,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "7": ("bench.sigkill", "duplicates under SIGKILL"),
     "8": ("bench.inbox_page", "inbox page at 10,000 pending approvals, PostgreSQL"),
     "9": ("bench.graph_sigkill", "a LangGraph graph under SIGKILL: ToolNode against GatedToolNode"),
+    "10": ("bench.audit_review", "the audit review page at 1,000,000 events, PostgreSQL"),
 }
 
 

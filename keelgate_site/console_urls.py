@@ -33,6 +33,11 @@ urlpatterns = [
     path("runs/<slug:tenant_id>/<path:run_id>/", runs.run_detail, name="run"),
     path("audit/", audit.audit_index, name="audit"),
     path("audit/<slug:tenant_id>/", audit.audit_chain, name="audit-chain"),
+    path("audit/<slug:tenant_id>/rows/", audit.audit_rows, name="audit-rows"),
+    path("audit/<slug:tenant_id>/decisions/", audit.audit_decisions, name="audit-decisions"),
+    path("audit/<slug:tenant_id>/decisions/rows/", audit.audit_decision_rows, name="audit-decision-rows"),
+    path("audit/<slug:tenant_id>/events/<int:seq>/", audit.audit_event_view, name="audit-event"),
+    path("audit/<slug:tenant_id>/checkpoints/", audit.audit_checkpoints_view, name="audit-checkpoints"),
     path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),
     path("webhooks/", notifications.webhooks, name="webhooks"),
 ]

@@ -26,10 +26,13 @@ A filter parses its own text (:meth:`Listing.parse` reads a query string), so a 
 takes GitHub-style qualifiers declares them as filters and reads the search line with
 :func:`qualifiers`::
 
-    Listing(Keyset(AuditEvent, "seq"), Filter("action", "kind"), Filter("actor"), Range("created", "at"))
-    values = listing.parse(qualifiers("action:run.requested actor:alice created:>=2026-01-01"))
+    Listing(Keyset(Run, "id"), Filter("agent"), Range("created", "created_at", parse=time_span))
+    values = listing.parse(qualifiers("agent:paper-trader created:>=2026-01-01"))
 
-A filter that is not one lookup overrides :meth:`Filter.where`, as :class:`Range` does.
+A range's bound may be a stretch (:class:`Span`): :func:`time_span` reads ``2026-12-01`` as
+that whole day, so ``created:2026-12-01`` keeps the day's rows and ``created:<=2026-12-01``
+keeps the day itself. A filter that is not one lookup overrides :meth:`Filter.where`, as
+:class:`Range` does.
 
 The hottest list, the API's runs, is read by :meth:`Listing.values_page`: the same page
 from a statement built once per shape (:mod:`sitekit.keyset_sql`).
@@ -40,10 +43,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Generic, TypeVar
 
 from django.db.models import DateTimeField, F, Field, IntegerField, Model, Q, QuerySet
 from django.db.models.expressions import OrderBy
@@ -59,10 +63,12 @@ __all__ = [
     "Listing",
     "Page",
     "Range",
+    "Span",
     "flag",
     "one_of",
     "qualifiers",
     "text",
+    "time_span",
 ]
 
 _Row = TypeVar("_Row")
@@ -283,15 +289,73 @@ class Filter:
         return self.fields[0] if self.lookup == "exact" and len(self.fields) == 1 else None
 
 
+@dataclass(frozen=True)
+class Span:
+    """A bound that is a stretch, not a point: ``2026-12-01`` is the whole day, from ``start``
+    (included) to ``end`` (excluded). A :class:`Range` whose ``parse`` returns spans compares
+    the stretch as a whole (:func:`time_span` reads times so)."""
+
+    start: Any
+    end: Any
+
+
+_ISO_TIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(?:\.(\d{1,6}))?)?)?)?"
+    r"(Z|[+-]\d{2}(?::?\d{2})?)?"
+)
+
+
+def time_span(value: str) -> Span:
+    """The stretch of time an ISO 8601 text names, as wide as its precision: a date is its
+    day, ``2026-12-01T10`` an hour, ``...T10:30`` a minute, down to the microsecond.
+
+    Aware UTC datetimes. A time without an offset is UTC (the console shows UTC); a date
+    is a UTC day. ValueError for anything else, and for a stretch past year 9999.
+    """
+    written = value.strip()
+    found = _ISO_TIME.fullmatch(written)
+    if found is None:
+        raise ValueError(f"not an ISO 8601 date or time: {value!r}")
+    hour, minute, second, fraction, offset = found.group(4, 5, 6, 7, 8)
+    if offset and hour is None:
+        raise ValueError(f"an offset needs a time: {value!r}")
+    if fraction:
+        width = timedelta(microseconds=10 ** (6 - len(fraction)))
+    elif second:
+        width = timedelta(seconds=1)
+    elif minute:
+        width = timedelta(minutes=1)
+    elif hour:
+        width = timedelta(hours=1)
+    else:
+        width = timedelta(days=1)
+    at = datetime.fromisoformat(written)  # ValueError: no such day, hour or offset
+    try:
+        start = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(UTC)
+        return Span(start, start + width)
+    except OverflowError as exc:  # year 1 at +14:00, or the day after 9999-12-31
+        raise ValueError(f"out of range: {value!r}") from exc
+
+
 class Range(Filter):
     """A filter by comparison, written as GitHub's search qualifiers are: ``>=x``, ``>x``,
     ``<=x``, ``<x``, ``x..y`` (both ends included; ``*`` for an open end) or ``x`` (equal).
 
     ``parse`` reads one bound (a number, a time); the filter's value is its bounds, as
-    ``(lookup, value)`` pairs.
+    ``(lookup, value)`` pairs. A bound that is a :class:`Span` (a day) is compared whole:
+    ``x`` and ``x..y`` keep every value inside, ``>=x`` starts where it starts, ``>x`` where
+    it ends, ``<=x`` stops where it ends and ``<x`` where it starts.
     """
 
     _OPERATORS = ((">=", "gte"), ("<=", "lte"), (">", "gt"), ("<", "lt"))
+    _WHOLE: ClassVar[dict[str, tuple[str, str]]] = {
+        "gte": ("gte", "start"),
+        "gt": ("gte", "end"),
+        "lte": ("lt", "end"),
+        "lt": ("lt", "start"),
+    }
+    """How a comparison with a span reads as a comparison with one of its ends."""
 
     def __init__(self, name: str, field: str = "", *, parse: Callable[[str], Any] = text) -> None:
         super().__init__(name, *([field] if field else []), lookup="range", parse=self._bounds)
@@ -301,29 +365,42 @@ class Range(Filter):
         value = value.strip()
         for operator, lookup in self._OPERATORS:
             if value.startswith(operator):
-                return ((lookup, self.bound(value.removeprefix(operator))),)
+                return (self._edge(lookup, self.bound(value.removeprefix(operator))),)
         if ".." in value:
             low, high = value.split("..", 1)
             ends = (("gte", low), ("lte", high))
-            bounds = tuple((lookup, self.bound(end)) for lookup, end in ends if end.strip() != "*")
+            bounds = tuple(self._edge(lookup, self.bound(end)) for lookup, end in ends if end.strip() != "*")
             if not bounds:
                 raise ValueError(f"no bound: {value!r}")
             return bounds
-        return (("exact", self.bound(value)),)
+        bound = self.bound(value)
+        if isinstance(bound, Span):
+            return (("gte", bound.start), ("lt", bound.end))
+        return (("exact", bound),)
+
+    def _edge(self, lookup: str, bound: Any) -> tuple[str, Any]:
+        if not isinstance(bound, Span):
+            return (lookup, bound)
+        compared, end = self._WHOLE[lookup]
+        return (compared, getattr(bound, end))
 
     def where(self, value: Any) -> Q:
         return Q(*(Q(**{f"{self.fields[0]}__{lookup}": bound}) for lookup, bound in value))
 
 
-def qualifiers(search: str) -> dict[str, str]:
+def qualifiers(search: str, names: Iterable[str] | None = None) -> dict[str, str]:
     """A search line of qualifiers (``action:run.requested actor:alice created:>2026-01-01``)
     as a query, for :meth:`Listing.parse`; the words that are no qualifier are joined
-    under ``q``, the name the lists give their free-text search."""
+    under ``q``, the name the lists give their free-text search.
+
+    With ``names``, only those are qualifiers: another ``word:with:colons`` is text (a
+    run id may hold a colon)."""
+    known = None if names is None else set(names)
     found: dict[str, str] = {}
     words = []
     for word in search.split():
         name, colon, value = word.partition(":")
-        if colon and name and value:
+        if colon and name and value and (known is None or name in known):
             found[name] = value
         else:
             words.append(word)

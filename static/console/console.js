@@ -236,17 +236,20 @@
   }
   document.addEventListener("DOMContentLoaded", function () { updateTitle(); setUpNotify(); });
 
-  /* Live fragments: the socket names the runs that changed (#kg-changed); every element
-     marked data-live-refresh re-fetches itself (its own hx-get, hx-trigger="kg:refresh"),
-     those with data-live-run only when their run is named. Debounced per element. */
+  /* Live fragments: the socket names the runs that changed and the tenants whose logs grew
+     (#kg-changed); every element marked data-live-refresh re-fetches itself (its own hx-get,
+     hx-trigger="kg:refresh"), those with data-live-run only when their run is named, those
+     with data-live-tenant (the audit log) only when their tenant is. Debounced per element. */
   var refreshTimers = new WeakMap();
   function refreshLive(marker) {
     var full = marker.getAttribute("data-full") === "1";
     var runs = (marker.getAttribute("data-runs") || "").split(" ").filter(Boolean);
+    var tenants = (marker.getAttribute("data-tenants") || "").split(" ").filter(Boolean);
     document.querySelectorAll("[data-live-refresh]").forEach(function (el) {
       var run = el.getAttribute("data-live-run");
-      if (run && !full && runs.indexOf(run) < 0) return;
-      if (!run && !full && !runs.length) return;
+      var tenant = el.getAttribute("data-live-tenant");
+      var named = tenant ? tenants.indexOf(tenant) >= 0 : run ? runs.indexOf(run) >= 0 : runs.length > 0;
+      if (!full && !named) return;
       clearTimeout(refreshTimers.get(el));
       refreshTimers.set(el, setTimeout(function () {
         if (window.htmx && document.body.contains(el)) window.htmx.trigger(el, "kg:refresh");

@@ -303,7 +303,41 @@ def _audit_handlers() -> dict[str, Any]:
             append_every_kind("kinds", empty_too=True)
         return {"head": audit_heads(["kinds"])["kinds"]}
 
-    return {"every_kind": every_kind}
+    def review_log(password: str) -> dict[str, Any]:
+        """Tenant ``review`` with its viewer ``rev``: the review tests' log (LOG, 30 events,
+        appended through the product's log) and a finished run ``r-1`` whose events are in it."""
+        from django.contrib.auth import get_user_model
+
+        from audit.models import AuditEvent
+        from runs.models import Run, RunStatus
+        from tenants.models import Membership, Role, Tenant
+        from tests.site.audit.review_log import append_log
+
+        tenant, _ = Tenant.objects.get_or_create(slug="review", defaults={"name": "Review"})
+        rev, _ = get_user_model().objects.get_or_create(username="rev")
+        rev.set_password(password)
+        rev.save()
+        Membership.objects.update_or_create(user=rev, tenant=tenant, defaults={"role": Role.VIEWER})
+        if not AuditEvent.objects.filter(tenant_id="review").exists():
+            append_log("review")
+            Run.objects.create(
+                tenant_id="review",
+                run_id="r-1",
+                agent="paper-trader",
+                goal="buy 1 ACME",
+                as_of=datetime.now(UTC),
+                status=RunStatus.DONE,
+                created_by="rev",
+            )
+        return {"head": 30}
+
+    def append_event(tenant_id: str, actor: str, kind: str) -> int:
+        """One event through the audit log, as a writer of the product appends it."""
+        from audit.wiring import audit_log
+
+        return audit_log().append(tenant_id, actor=actor, kind=kind, body={"note": "<b>live</b>"}).seq
+
+    return {"every_kind": every_kind, "review_log": review_log, "append_event": append_event}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from approvals.models import Approval
 from audit.models import AuditEvent
 from sitekit.errors import InvalidCursorError
-from sitekit.paging import Column, Filter, Keyset, Listing, Range, flag, one_of, qualifiers
+from sitekit.paging import Column, Filter, Keyset, Listing, Range, Span, flag, one_of, qualifiers, time_span
 
 pytestmark = pytest.mark.django_db
 
@@ -231,3 +231,69 @@ def test_github_style_qualifiers_are_filters_declared_on_the_list(chain):
     assert seqs("SYSTEM action:run.requested") == [2, 8]
     assert seqs("colour:red") == list(range(1, 13))  # not a qualifier of this list: no filter
     assert qualifiers("a:1 free words b:") == {"a": "1", "q": "free words b:"}
+
+
+US = timedelta(microseconds=1)
+MS = timedelta(milliseconds=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "width"),
+    [
+        ("2026-12-01", datetime(2026, 12, 1, tzinfo=UTC), timedelta(days=1)),
+        ("2026-12-01T10", datetime(2026, 12, 1, 10, tzinfo=UTC), timedelta(hours=1)),
+        ("2026-12-01T10:30", datetime(2026, 12, 1, 10, 30, tzinfo=UTC), timedelta(minutes=1)),
+        ("2026-12-01 10:30:05", datetime(2026, 12, 1, 10, 30, 5, tzinfo=UTC), timedelta(seconds=1)),
+        ("2026-12-01T10:30:05.25", datetime(2026, 12, 1, 10, 30, 5, 250_000, tzinfo=UTC), MS * 10),
+        ("2026-12-01T10:30:05.000001Z", datetime(2026, 12, 1, 10, 30, 5, 1, tzinfo=UTC), US),
+        ("2026-12-01T10:30+02:00", datetime(2026, 12, 1, 8, 30, tzinfo=UTC), timedelta(minutes=1)),
+        ("2026-12-01T00:30-0100", datetime(2026, 12, 1, 1, 30, tzinfo=UTC), timedelta(minutes=1)),
+    ],
+)  # fmt: skip
+def test_a_written_time_covers_as_much_as_its_precision(text, start, width):
+    """A date is its UTC day, an hour its hour, down to the digits of a fraction; offsets move it to UTC."""
+    assert time_span(text) == Span(start, start + width)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "soon", "2026-13-01", "2026-02-30", "2026-12-01+02:00", "2026-12-01T24:00", "2026-12-01T10:30+24:00",
+     "9999-12-31", "0001-01-01T00:00+14:00", "2026-12-01T10:30:05,5", "20261201"],
+)  # fmt: skip
+def test_a_time_that_is_not_one_is_a_value_error(text):
+    """No such day, hour or offset, a stretch past year 9999, another spelling: ValueError, never a guess."""
+    with pytest.raises(ValueError):
+        time_span(text)
+
+
+def test_a_range_of_spans_compares_whole_stretches(approvals):
+    """``x``, ``<=x`` and ``x..y`` keep all of a day; ``>x`` starts after it, ``<x`` stops before it."""
+    listing = Listing(Keyset(Approval, "id"), Range("requested", "requested_at", parse=time_span))
+    first = START.replace(hour=0, minute=0)
+    Approval.objects.filter(pk=approvals[0].pk).update(requested_at=first - timedelta(microseconds=1))
+    Approval.objects.filter(pk=approvals[1].pk).update(requested_at=first + timedelta(days=1))
+
+    def ids(search: str) -> set[int]:
+        values = listing.parse(qualifiers(search))
+        assert values, search
+        return {a.pk for a in listing.page(Approval.objects.all(), values, limit=100).rows}
+
+    everyone = {a.pk for a in approvals}
+    that_day = everyone - {approvals[0].pk, approvals[1].pk}
+    assert ids("requested:2026-03-01") == that_day
+    assert ids("requested:<=2026-03-01") == that_day | {approvals[0].pk}
+    assert ids("requested:>2026-03-01") == {approvals[1].pk}
+    assert ids("requested:<2026-03-01") == {approvals[0].pk}
+    assert ids("requested:>=2026-03-02") == {approvals[1].pk}
+    assert ids("requested:2026-02-28..2026-03-01") == that_day | {approvals[0].pk}
+    assert ids("requested:2026-03-01T12:01") == {a.pk for a in approvals[2:] if a.requested_at.minute == 1}
+
+
+def test_qualifiers_named_by_the_list_leave_other_colons_as_text():
+    """With ``names``, ``run-1:2`` stays a word of the free text (a run id may hold a colon)."""
+    assert qualifiers("actor:bob r-1:2 kind:x", ["actor", "kind"]) == {
+        "actor": "bob",
+        "kind": "x",
+        "q": "r-1:2",
+    }
+    assert qualifiers("actor:bob r-1:2") == {"actor": "bob", "r-1": "2"}

@@ -19,8 +19,8 @@ import ast
 import re
 from pathlib import Path
 
-from audit.api import KIND
 from audit.kinds import EVENT_KINDS
+from audit.schemas import KIND
 from keelgate.tracing import DECISION_KINDS
 from notifications.passes import channels
 

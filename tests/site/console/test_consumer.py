@@ -17,6 +17,7 @@ from approvals import consumers
 from approvals.models import Approval
 from approvals.services import approval_decide
 from audit.models import ChainHead
+from audit.wiring import audit_log
 from keelgate_site.asgi import application
 from tests.site._audit import logged
 
@@ -315,3 +316,16 @@ async def test_tabs_of_one_person_share_one_render_others_get_their_own(waiting,
     finally:
         for socket in sockets:
             await socket.disconnect()
+
+
+async def test_a_message_names_the_tenants_whose_logs_grew_even_without_a_run(people):
+    """An event naming no run (a lockout) still names its tenant, for the audit page's live tail."""
+    socket, _, _ = await open_socket(people["op"], path="/ws/inbox/")
+    try:
+        await resume(socket, await heads())
+        append = database_sync_to_async(audit_log().append)
+        await append("t1", actor="system", kind="auth.locked_out", body={"username": "x"})
+        text = await receive_until(socket, lambda t: "kg-changed" in t and 'data-tenants="t1"' in t)
+        assert 'data-runs=""' in text
+    finally:
+        await socket.disconnect()
