@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from audit.checkpoints import sign_checkpoint
 from audit.models import AuditEvent
 from runs.agents.brokerage import PaperBrokerage
 from runs.models import Run
@@ -58,6 +59,25 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     report = call("GET", "/audit/verify", "/audit/verify").json()
     assert report["checked"] == len(events) != t1_events
     assert call("GET", "/audit/head", "/audit/head").json()["tenant_id"] == "t2"
+    # The tree: t2's origin, key, checkpoints and proofs; t1's numbers beyond t2's log refused.
+    sign_checkpoint("t1")
+    sign_checkpoint("t2")
+    t2_size = len(events)
+    note = call("GET", "/audit/checkpoint", "/audit/checkpoint").content.decode()
+    assert "/keelgate/t2\n" in note and "/keelgate/t1" not in note
+    listed = call("GET", "/audit/checkpoints", "/audit/checkpoints").json()["items"]
+    assert all("/keelgate/t2\n" in c["note"] for c in listed)
+    assert call("GET", "/audit/key", "/audit/key").json()["origin"].endswith("/keelgate/t2")
+    beyond = {"seq": t1_events, "tree_size": t1_events}
+    assert t1_events > t2_size
+    assert call("GET", "/audit/proof/inclusion", "/audit/proof/inclusion", params=beyond).status_code == 422
+    consistency = {"first": 1, "second": t1_events}
+    assert (
+        call("GET", "/audit/proof/consistency", "/audit/proof/consistency", params=consistency).status_code
+        == 422
+    )
+    bundle = call("GET", "/audit/export", "/audit/export").json()
+    assert bundle["tenant_id"] == "t2" and all(e["tenant_id"] == "t2" for e in bundle["events"])
 
     # t1's objects by id: absent.
     absent(call("GET", "/runs/{run_id}", "/runs/r1"))
@@ -98,7 +118,18 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     assert started.status_code == 201
 
     # Naming t1 explicitly with t2's key is 404 on every read.
-    for path in ["/runs", "/approvals", "/unknown-outcomes", "/audit/events", "/audit/verify", "/audit/head"]:
+    for path in [
+        "/runs",
+        "/approvals",
+        "/unknown-outcomes",
+        "/audit/events",
+        "/audit/verify",
+        "/audit/head",
+        "/audit/checkpoint",
+        "/audit/checkpoints",
+        "/audit/key",
+        "/audit/export",
+    ]:
         absent(other.get(path, {"tenant": "t1"}))
 
     assert covered == openapi_operations(client), "a new endpoint needs its tenant-isolation case here"

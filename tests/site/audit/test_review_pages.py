@@ -77,7 +77,7 @@ def test_the_decisions_view_lists_every_decision_newest_first_with_who_what_and_
     by_kind = {re.search(r'data-kind="([^"]+)"', r).group(1): r for s, r in shown.items() if s != denied.seq}
     outcomes = {
         "approval.decided": "approved (1 of 2)",
-        "approval.edited": "edited: qty",
+        "approval.edited": "edited: quantity",
         "loop.reconciled": "reconciled: not executed",
         "approval.escalated": "escalated to admins",
         "approval.expired": "expired: denied",
