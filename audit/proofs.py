@@ -9,13 +9,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from audit.models import ChainHead
-from audit.tree import node_reader
+from audit.checkpoints import latest_checkpoint, log_verifier_key
+from audit.models import AuditEvent as EventRow
+from audit.models import ChainHead, Checkpoint
+from audit.tree import event_leaf, node_reader
 from audit.wiring import integrate_pending
-from keelgate.audit import consistency_proof, inclusion_proof
+from keelgate.audit import (
+    NoteError,
+    check_inclusion,
+    consistency_proof,
+    inclusion_proof,
+    object_leaf_hash,
+    open_note,
+    parse_checkpoint,
+)
 from sitekit.errors import ProofRangeError
 
-__all__ = ["ConsistencyProof", "InclusionProof", "consistency", "inclusion", "log_size"]
+__all__ = [
+    "ConsistencyProof",
+    "InclusionCheck",
+    "InclusionProof",
+    "check_event",
+    "consistency",
+    "inclusion",
+    "log_size",
+]
 
 
 @dataclass(frozen=True)
@@ -68,3 +86,43 @@ def consistency(tenant_id: str, *, first: int, second: int | None = None) -> Con
     if not 1 <= first <= second:
         raise ProofRangeError("first", f"between 1 and second, {second}")
     return ConsistencyProof(first, second, consistency_proof(first, second, node_reader(tenant_id)))
+
+
+@dataclass(frozen=True)
+class InclusionCheck:
+    """An event's inclusion proof, checked here against the newest signed checkpoint."""
+
+    ok: bool
+    number: int
+    """The checkpoint's ordinal among the tenant's (the first signed is 1)."""
+    size: int
+    signer: str
+    """The key name whose signature on the checkpoint verified ("" if none did)."""
+    reason: str
+    """Why it did not check ("" when it did)."""
+
+
+def check_event(tenant_id: str, seq: int) -> InclusionCheck | None:
+    """Check event ``seq`` is in the newest checkpoint the way an auditor would: the
+    note's signature with the tenant's verifier key, the leaf recomputed from the stored
+    event, its proof to the note's root. None before a checkpoint covers the event."""
+    checkpoint = latest_checkpoint(tenant_id)
+    if checkpoint is None or checkpoint.size < seq:
+        return None
+    number = Checkpoint.objects.filter(tenant_id=tenant_id, size__lte=checkpoint.size).count()
+    key = log_verifier_key(tenant_id)
+    try:
+        text, signers = open_note(checkpoint.note, [key])
+        body = parse_checkpoint(text)
+    except NoteError as exc:
+        return InclusionCheck(False, number, checkpoint.size, "", f"the checkpoint does not verify: {exc}")
+    row = EventRow.objects.filter(tenant_id=tenant_id, seq=seq).first()
+    if row is None:
+        return InclusionCheck(False, number, body.size, signers[0].name, "the event is missing")
+    try:
+        leaf = object_leaf_hash(event_leaf(row))
+        proof = inclusion(tenant_id, seq=seq, tree_size=body.size)
+        check_inclusion(seq - 1, body.size, leaf, proof.hashes, body.root)
+    except (ValueError, LookupError) as exc:  # ProofError is a ValueError; a node missing, a LookupError
+        return InclusionCheck(False, number, body.size, signers[0].name, str(exc))
+    return InclusionCheck(True, number, body.size, signers[0].name, "")

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from audit.checkpoints import latest_checkpoint
 from audit.kinds import EVENT_KINDS
+from audit.proofs import check_event
 from audit.review import ReviewQuery, checkpoint_entries, decision_entries, event_entries
 from audit.selectors import (
     audit_checkpoints,
@@ -151,6 +152,7 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
             "event": entry,
             "checkpoint": checkpoint_entries([checkpoint])[0] if checkpoint else None,
             "covered": checkpoint is not None and checkpoint.size >= seq,
+            "proof": check_event(tenant_id, seq),
             "trail_query": urlencode({"run": entry.row.run_id}) if entry.row.run_id else "",
         },
     )

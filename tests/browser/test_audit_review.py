@@ -77,7 +77,7 @@ def test_filters_decisions_a_runs_trail_and_an_event(
 
     page.locator(f"#ev-{decided[0]} a").first.click()
     page.wait_for_url(f"**/audit/review/events/{decided[0]}/")
-    expect(page.locator("#proof")).to_contain_text("The inclusion proof is not checked on this page yet.")
+    expect(page.locator("#proof")).to_contain_text("No checkpoint of this tenant's log has been signed yet.")
     fits(page)
 
     page.goto(f"{server.url}/runs/review/r-1/")

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from audit.kinds import EVENT_KINDS
-from audit.models import Checkpoint
+from audit.models import AuditEvent, Checkpoint
 from audit.presentation import event_words
 from audit.selectors import DECISION_KINDS
 from audit.wiring import audit_log
@@ -165,22 +165,37 @@ def checkpoint(tenant_id: str, size: int, *, signer: str = "keelgate.test/t1+0a1
     )
 
 
-def test_the_proof_block_names_the_latest_checkpoint_and_says_the_proof_is_not_checked(operator):
-    """No checkpoint; one that covers the event; one that does not yet: each said plainly."""
-    write_log("t1", LOG[:12])
+def test_the_proof_block_checks_the_events_inclusion_against_the_latest_checkpoint(operator):
+    """No checkpoint; one that covers the event (checked: number, size, signer); one that
+    does not yet; an event edited since (the proof fails, said); a note forged (refused)."""
+    from audit.checkpoints import log_origin, sign_checkpoint
+
+    log = audit_log()
     client = client_of(operator, "viewer")
 
     def proof(seq: int) -> str:
         page = client.get(f"/audit/t1/events/{seq}/").content.decode()
         return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page.split('id="proof"')[1])).split())
 
+    for n in range(10):
+        log.record("t1", actor="op", kind="note", body={"n": n})
     assert "No checkpoint of this tenant's log has been signed yet." in proof(5)
-    checkpoint("t1", 4)
-    checkpoint("t1", 10, signer="<b>signer</b>")
-    assert "Covered by the latest checkpoint: size 10" in proof(5) and "by <b>signer</b>" in proof(5)
-    assert "Not yet covered by the latest checkpoint: size 10" in proof(11)
-    assert "The inclusion proof is not checked on this page yet." in proof(5)
-    assert "<b>signer</b>" not in client.get("/audit/t1/events/5/").content.decode()
+    assert sign_checkpoint("t1") is not None
+    for n in range(10, 12):
+        log.record("t1", actor="op", kind="note", body={"n": n})
+    assert f"Checked: in checkpoint 1 of size 10, signed by {log_origin('t1')}" in proof(5)
+    assert "Not yet in a signed checkpoint: the latest, of size 10" in proof(11)
+    AuditEvent.objects.filter(tenant_id="t1", seq=5).update(actor="mallory")
+    assert "The proof does not check against checkpoint 1 of size 10" in proof(5)
+    Checkpoint.objects.filter(tenant_id="t1").update(note=checkpoint_note("t1", 10))
+    assert "the checkpoint does not verify" in proof(6)
+
+
+def checkpoint_note(tenant_id: str, size: int) -> str:
+    """A note someone without the site's key made: it names the log but no key signed it."""
+    return (
+        f"keelgate.test/{tenant_id}\n{size}\nroot-base64\n\n\u2014 keelgate.test/t1+0a1b2c3d c2lnbmF0dXJl\n"
+    )
 
 
 # -- the checkpoints -------------------------------------------------------------------------
@@ -273,7 +288,7 @@ def test_through_the_store_filters_and_a_signed_checkpoint_show_as_written(opera
     page = client.get("/audit/t1/?run=r-2&q=created:>=2026-12-02").content.decode()
     assert list(rows(page)) == [s.seq for s in reversed(LOG) if s.run_id == "r-2" and s.at.day >= 2]
     proof = html.unescape(client.get("/audit/t1/events/7/").content.decode())
-    assert "Covered by the latest checkpoint: size 30" in proof
+    assert "Checked: in checkpoint 1 of size 30, signed by" in proof
     assert f"by {log_origin('t1')}" in proof
     listed = client.get("/audit/t1/checkpoints/").content.decode()
     assert 'id="cp-30"' in listed and log_origin("t1") in html.unescape(listed)
