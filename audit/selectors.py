@@ -211,8 +211,10 @@ def audit_tenants() -> list[str]:
 
 
 def audit_heads(tenant_ids: Iterable[str]) -> dict[str, int]:
-    """The newest chain number of each tenant (0 for a tenant without a chain yet)."""
+    """The newest event's number of each tenant (0 for a tenant without events yet),
+    what is pending numbered first."""
     ids = list(tenant_ids)
+    integrate_pending(ids)
     heads = dict(ChainHead.objects.filter(tenant_id__in=ids).values_list("tenant_id", "seq"))
     return {t: int(heads.get(t, 0)) for t in ids}
 
