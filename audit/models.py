@@ -47,7 +47,7 @@ class PendingEvent(models.Model):
     actor = models.CharField(max_length=200)
     kind = models.CharField(max_length=64)
     body = models.TextField()
-    run_id = models.CharField(max_length=64, default="", blank=True)
+    run_id = models.CharField(max_length=128, default="", blank=True)
     tool = models.CharField(max_length=200, default="", blank=True)
 
     class Meta:
@@ -65,7 +65,7 @@ class AuditEvent(models.Model):
     kind = models.CharField(max_length=64)
     body = models.TextField()
     """Canonical JSON text."""
-    run_id = models.CharField(max_length=64, default="", blank=True)
+    run_id = models.CharField(max_length=128, default="", blank=True)
     """The body's ``run_id``, if any, kept for filtering."""
     tool = models.CharField(max_length=200, default="", blank=True)
     """The body's ``tool``, if any, kept for filtering."""

@@ -105,7 +105,7 @@ def pending_event(
         "actor": actor,
         "kind": kind,
         "body": text,
-        "run_id": run_id[:64] if isinstance(run_id, str) else "",
+        "run_id": run_id[:128] if isinstance(run_id, str) else "",
         "tool": tool[:200] if isinstance(tool, str) else "",
     }
 

@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.checkpoints import latest_checkpoint
+from audit.exports import export_bundle
 from audit.kinds import EVENT_KINDS
 from audit.proofs import check_event
 from audit.review import ReviewQuery, checkpoint_entries, decision_entries, event_entries
@@ -126,8 +127,7 @@ def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragmen
         "newer_query": query.query(after=window.newer) if window and window.newer is not None else None,
         "older_query": query.query(before=window.older) if window and window.older is not None else None,
         "kinds": list(EVENT_KINDS),
-        # The export (issue 29, the lead's): its URL is added with the export view.
-        "export_url": reverse("audit-chain", args=[tenant_id]) + "export/"
+        "export_url": reverse("audit-export", args=[tenant_id])
         if allows(request, tenant_id, Role.ADMIN)
         else "",
     }
@@ -199,3 +199,16 @@ def audit_verify_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
         f"verified up to seq {report.head_seq}.",
     )
     return HttpResponseRedirect(f"{url}?before={bad + 1}#ev-{bad}", status=303)
+
+
+@require_GET
+@console_page
+def audit_export_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
+    """Admins: the whole log as a bundle to verify offline (``python -m keelgate.audit.verify``),
+    under the newest checkpoint, as a download."""
+    require_role(request.user, tenant_id, Role.ADMIN)
+    bundle = export_bundle(tenant_id)
+    response = HttpResponse(json.dumps(bundle, ensure_ascii=False), content_type="application/json")
+    name = f"keelgate-audit-{tenant_id}-{bundle['from_seq']}-{bundle['to_seq']}.json"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

@@ -39,5 +39,6 @@ urlpatterns = [
     path("audit/<slug:tenant_id>/events/<int:seq>/", audit.audit_event_view, name="audit-event"),
     path("audit/<slug:tenant_id>/checkpoints/", audit.audit_checkpoints_view, name="audit-checkpoints"),
     path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),
+    path("audit/<slug:tenant_id>/export/", audit.audit_export_view, name="audit-export"),
     path("webhooks/", notifications.webhooks, name="webhooks"),
 ]

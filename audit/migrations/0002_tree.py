@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
                 ('actor', models.CharField(max_length=200)),
                 ('kind', models.CharField(max_length=64)),
                 ('body', models.TextField()),
-                ('run_id', models.CharField(blank=True, default='', max_length=64)),
+                ('run_id', models.CharField(blank=True, default='', max_length=128)),
                 ('tool', models.CharField(blank=True, default='', max_length=200)),
             ],
         ),
@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='auditevent',
             name='run_id',
-            field=models.CharField(blank=True, default='', max_length=64),
+            field=models.CharField(blank=True, default='', max_length=128),
         ),
         migrations.AddField(
             model_name='auditevent',

@@ -62,7 +62,7 @@ def integrate_chains(apps, schema_editor):  # type: ignore[no-untyped-def]
                 row.version = 1
                 if isinstance(body, dict):
                     run_id, tool = body.get("run_id"), body.get("tool")
-                    row.run_id = run_id[:64] if isinstance(run_id, str) else ""
+                    row.run_id = run_id[:128] if isinstance(run_id, str) else ""
                     row.tool = tool[:200] if isinstance(tool, str) else ""
                 leaves.append(bytes.fromhex(row.leaf_hash))
             made = new_nodes(size, leaves, reader(tenant_id))

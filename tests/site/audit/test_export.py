@@ -106,3 +106,25 @@ def test_exporting_nothing_or_out_of_range_is_a_clear_error(tmp_path):
         call_command("audit_export", "--tenant", "acme", "--to-seq", "9", "--out", str(tmp_path / "x.json"))
     with pytest.raises(CommandError, match="from_seq"):
         call_command("audit_export", "--tenant", "acme", "--from-seq", "4", "--out", str(tmp_path / "x.json"))
+
+
+def test_the_consoles_export_is_for_admins_and_verifies(operator, tmp_path):
+    """The audit page's Export: a download admins get, which the offline command accepts;
+    a viewer is refused."""
+    from django.test import Client
+
+    _append("t1", 5)
+    admin, viewer = Client(), Client()
+    admin.force_login(operator)
+    from django.contrib.auth import get_user_model
+
+    viewer.force_login(get_user_model().objects.get(username="viewer"))
+    page = admin.get("/audit/t1/").content.decode()
+    assert 'href="/audit/t1/export/"' in page
+    assert 'href="/audit/t1/export/"' not in viewer.get("/audit/t1/").content.decode()
+    response = admin.get("/audit/t1/export/")
+    assert response.status_code == 200 and "attachment" in response["Content-Disposition"]
+    out = tmp_path / "t1.json"
+    out.write_bytes(response.content)
+    assert _verify(out).returncode == 0
+    assert viewer.get("/audit/t1/export/").status_code in (403, 404)
