@@ -20,9 +20,9 @@ from audit.schemas import (
     ChainDigestIn,
     ChainDigestOut,
     ChainReportOut,
-    CheckpointPageOut,
     ConsistencyProofOut,
     InclusionProofOut,
+    SignedCheckpointPageOut,
     VerifierKeyOut,
     b64_hashes,
     checkpoint_out,
@@ -141,7 +141,7 @@ def checkpoint(request: HttpRequest, tenant: TenantQuery = None) -> HttpResponse
 
 @router.get(
     "/audit/checkpoints",
-    response=responses({200: CheckpointPageOut}, READ_ERRORS),
+    response=responses({200: SignedCheckpointPageOut}, READ_ERRORS),
     summary="List signed checkpoints",
     description="Every checkpoint the site signed for the tenant, newest first, before `before_size`.",
 )
@@ -150,10 +150,10 @@ def checkpoints(
     before_size: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
     limit: Annotated[int, Query(100, ge=1, le=500)] = 100,
     tenant: TenantQuery = None,
-) -> CheckpointPageOut:
+) -> SignedCheckpointPageOut:
     caller = caller_of(request, tenant)
     page = audit_checkpoints(tenant_id=caller.tenant_id, before=before_size, limit=limit)
-    return CheckpointPageOut(
+    return SignedCheckpointPageOut(
         items=[checkpoint_out(row) for row in page.rows],
         next_before_size=page.next_key[0] if page.next_key else None,
     )

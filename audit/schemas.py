@@ -38,10 +38,10 @@ __all__ = [
     "ChainDigestIn",
     "ChainDigestOut",
     "ChainReportOut",
-    "CheckpointOut",
-    "CheckpointPageOut",
     "ConsistencyProofOut",
     "InclusionProofOut",
+    "SignedCheckpointOut",
+    "SignedCheckpointPageOut",
     "VerifierKeyOut",
     "b64_hashes",
     "checkpoint_out",
@@ -189,7 +189,7 @@ class AuditEventOut(BaseModel):
     leaf_hash: str = Field(description="The leaf's hash, hex.")
 
 
-class CheckpointOut(BaseModel):
+class SignedCheckpointOut(BaseModel):
     """One signed checkpoint of the tenant's tree."""
 
     size: int
@@ -198,10 +198,10 @@ class CheckpointOut(BaseModel):
     note: str = Field(description="The C2SP signed note exactly as signed.")
 
 
-class CheckpointPageOut(BaseModel):
+class SignedCheckpointPageOut(BaseModel):
     """Checkpoints newest first; pass ``next_before_size`` as ``before_size`` for older ones."""
 
-    items: list[CheckpointOut]
+    items: list[SignedCheckpointOut]
     next_before_size: int | None
 
 
@@ -312,9 +312,9 @@ def event_out(row: EventRow) -> AuditEventOut:
     )
 
 
-def checkpoint_out(row: Checkpoint) -> CheckpointOut:
+def checkpoint_out(row: Checkpoint) -> SignedCheckpointOut:
     """One stored checkpoint."""
-    return CheckpointOut(
+    return SignedCheckpointOut(
         size=row.size,
         root=base64.b64encode(bytes.fromhex(row.root)).decode(),
         signed_at=row.signed_at.isoformat(),

@@ -191,7 +191,9 @@ def audit_window(
 
 
 def audit_event(*, tenant_id: str, seq: int) -> EventRow:
-    """The tenant's sequenced event numbered ``seq``; NotFoundError if there is none."""
+    """The tenant's event numbered ``seq`` (what is pending numbered first); NotFoundError if
+    there is none."""
+    integrate_pending([tenant_id])
     row = _sequenced(tenant_id).filter(seq=seq).first()
     if row is None:
         raise NotFoundError()
@@ -211,10 +213,9 @@ def audit_tenants() -> list[str]:
 
 
 def audit_heads(tenant_ids: Iterable[str]) -> dict[str, int]:
-    """The newest event's number of each tenant (0 for a tenant without events yet),
-    what is pending numbered first."""
+    """The newest event's number of each tenant (0 for a tenant without events yet), as
+    the head says: a baseline for a live stream, which hears of what is numbered later."""
     ids = list(tenant_ids)
-    integrate_pending(ids)
     heads = dict(ChainHead.objects.filter(tenant_id__in=ids).values_list("tenant_id", "seq"))
     return {t: int(heads.get(t, 0)) for t in ids}
 

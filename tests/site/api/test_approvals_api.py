@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from audit.models import AuditEvent
 from runs.agents.brokerage import PaperBrokerage
 from runs.models import Run, RunStatus
+from tests.site._audit import logged
 from tests.site.api.conftest import drain
 
 
@@ -36,7 +36,7 @@ def test_approving_settles_the_item_requeues_the_run_and_is_attributed(client, p
     body = response.json()
     assert body["status"] == "approved" and body["decided_by"] == "op"
     assert Run.objects.get(run_id="r1").status == RunStatus.QUEUED
-    decided = AuditEvent.objects.get(tenant_id="t1", kind="approval.decided")
+    decided = logged().get(tenant_id="t1", kind="approval.decided")
     assert decided.actor == "op" and '"decision":"approve"' in decided.body
 
 

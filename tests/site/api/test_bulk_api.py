@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from approvals.models import Approval, ApprovalStatus
-from audit.models import AuditEvent
+from tests.site._audit import logged
 
 from .conftest import start_pending
 
@@ -29,7 +29,7 @@ def test_bulk_approve_lists_each_item_in_the_order_given(client, keys, brokerage
         (b.pk, "approved", ""),
         (999_999, "refused", "not_found"),
     ]
-    actors = set(AuditEvent.objects.filter(kind="approval.decided").values_list("actor", flat=True))
+    actors = set(logged().filter(kind="approval.decided").values_list("actor", flat=True))
     assert actors == {"op"}
 
 

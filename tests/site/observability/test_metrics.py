@@ -17,7 +17,7 @@ import pytest
 from django.db.models import Count
 
 from approvals.models import Approval, ApprovalStatus
-from audit.models import AuditEvent
+from tests.site._audit import logged
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "metrics-token-0123456789"
@@ -113,7 +113,7 @@ def test_a_scrape_after_a_batch_matches_the_database(operator, child_env, tmp_pa
     }
     settings.KEELGATE_METRICS_TOKEN = TOKEN
     settings.KEELGATE_METRICS_DIR = str(metrics_dir)
-    before = AuditEvent.objects.count()  # this process's appends (the fixtures) are not the batch's
+    before = logged().count()  # this process's appends (the fixtures) are not the batch's
 
     def manage(*args: str) -> None:
         done = subprocess.run(
@@ -139,7 +139,7 @@ def test_a_scrape_after_a_batch_matches_the_database(operator, child_env, tmp_pa
     manage("shell", "-c", _DECIDE)
     manage("keelgate_worker", "--once")
     done = scrape(client)
-    events = AuditEvent.objects.all()
+    events = logged().all()
     assert total(done, "keelgate_audit_appends_total") == events.count() - before
     for row in events.values("kind").annotate(n=Count("id")):
         if row["kind"] in ("run.started", "approval.decided", "run.stopped", "gateway.call"):
