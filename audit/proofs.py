@@ -66,11 +66,8 @@ def inclusion(tenant_id: str, *, seq: int, tree_size: int | None = None) -> Incl
     Raises :class:`ProofRangeError` naming the parameter out of range.
     """
     size = log_size(tenant_id)
-    tree_size = size if tree_size is None else tree_size
-    if not 1 <= tree_size <= size:
-        raise ProofRangeError("tree_size", f"between 1 and the log's size, {size}")
-    if not 1 <= seq <= tree_size:
-        raise ProofRangeError("seq", f"between 1 and tree_size, {tree_size}")
+    tree_size = _within("tree_size", size if tree_size is None else tree_size, size, "the log's size")
+    _within("seq", seq, tree_size, "tree_size")
     return InclusionProof(seq - 1, tree_size, inclusion_proof(seq - 1, tree_size, node_reader(tenant_id)))
 
 
@@ -80,12 +77,16 @@ def consistency(tenant_id: str, *, first: int, second: int | None = None) -> Con
     Raises :class:`ProofRangeError` naming the parameter out of range.
     """
     size = log_size(tenant_id)
-    second = size if second is None else second
-    if not 1 <= second <= size:
-        raise ProofRangeError("second", f"between 1 and the log's size, {size}")
-    if not 1 <= first <= second:
-        raise ProofRangeError("first", f"between 1 and second, {second}")
+    second = _within("second", size if second is None else second, size, "the log's size")
+    _within("first", first, second, "second")
     return ConsistencyProof(first, second, consistency_proof(first, second, node_reader(tenant_id)))
+
+
+def _within(field: str, value: int, high: int, what: str) -> int:
+    """``value``, if it is between 1 and ``high``; else :class:`ProofRangeError` naming ``field``."""
+    if not 1 <= value <= high:
+        raise ProofRangeError(field, f"between 1 and {what}, {high}")
+    return value
 
 
 @dataclass(frozen=True)
