@@ -385,7 +385,7 @@ def audit_page() -> str:
         "arguments, and the tool's impact line drawn from them, are written only for the tenants",
         "of `KEELGATE_AUDIT_ARGUMENTS` ([settings](settings.md)); a tool's output never is. A",
         "person's decision says how it came: `via`, `key_id`, `address`.",
-        "[Concepts](../concepts.md#the-audit-chain) explains the chain.",
+        "[Concepts](../concepts.md#the-audit-log) explains the log.",
         "",
         "| kind | what happened | written by |",
         "| --- | --- | --- |",
