@@ -13,6 +13,8 @@ A bundle is one JSON object, ``keelgate-audit-bundle/1``, every field required::
       "events": [...],                     # the leaf objects of seq from_seq..to_seq, in order
       "range_proof": ["base64", ...],      # the subtrees outside leaves [from_seq-1, to_seq)
                                            #   that the root needs, left to right
+      "leaf_hashes": ["base64", ...],      # optional: each event's leaf hash as the log
+                                           #   stores it, to name an edited event
       "consistency": [                     # proofs from older tree sizes to the checkpoint's
         {"size": 57, "hashes": ["base64", ...]}   #   (RFC 9162 §2.1.4), maybe none
       ]
@@ -20,7 +22,9 @@ A bundle is one JSON object, ``keelgate-audit-bundle/1``, every field required::
 
 An event is its leaf object (:func:`~keelgate.audit.leaf_object`): the tree's leaf is
 its RFC 8785 bytes, so the verifier hashes what it reads and trusts no hash the bundle
-states. :func:`build_bundle` makes one from a store's tree; :func:`verify_bundle` checks
+states. ``leaf_hashes`` serve only to say *which* event was edited: when the events do
+not give the signed root but the stated hashes do, the first event whose bytes differ
+from its stated (and so signed) hash is the one named. :func:`build_bundle` makes one from a store's tree; :func:`verify_bundle` checks
 one with the engine alone, as ``python -m keelgate.audit.verify`` does.
 """
 
@@ -57,6 +61,7 @@ _FIELDS = frozenset(
     {"format", "tenant_id", "origin", "vkey", "checkpoint", "from_seq", "to_seq", "events"}
     | {"range_proof", "consistency"}
 )
+_OPTIONAL = frozenset({"leaf_hashes"})
 _CHAIN_FIELDS = ("prev_hash", "hash")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _MAX_SEQ = 2**63 - 1
@@ -86,8 +91,11 @@ class BundleError(ValueError):
     - ``wrong_tenant``: a leaf is another tenant's;
     - ``leaf_unhashable``: a leaf RFC 8785 cannot write (an integer beyond 2**53);
     - ``prev_hash_mismatch``, ``hash_mismatch``: a ``v`` 1 event's chain link is wrong;
+    - ``leaf_mismatch``: an event's bytes are not the leaf the signed tree holds (it
+      was edited): named when the bundle's ``leaf_hashes`` give the signed root;
     - ``root_mismatch``: the events and the range proof do not give the signed root
       (an event edited, moved, dropped or added);
+    - ``leaf_hashes``: the events give the signed root, but the stated hashes are not theirs;
     - with a previous checkpoint: ``previous_signature`` (not signed by the same key),
       ``previous_checkpoint`` (not a checkpoint), ``previous_origin``, ``previous_larger``
       (the log shrank: truncated or rolled back), ``no_consistency_proof`` (the bundle
@@ -137,12 +145,15 @@ def build_bundle(
     events: Sequence[Mapping[str, Any]],
     read: HashReader,
     consistency_from: Iterable[int] = (),
+    leaf_hashes: Sequence[bytes] | None = None,
 ) -> dict[str, Any]:
     """The bundle of ``events`` (leaf objects, consecutive) under the signed checkpoint ``note``.
 
     ``read`` reads the stored tree the checkpoint was taken of (its range proof and the
     consistency proofs from each size of ``consistency_from`` that is between 0 and the
-    checkpoint's, exclusive: the sizes of checkpoints an auditor kept). Pure: the caller
+    checkpoint's, exclusive: the sizes of checkpoints an auditor kept). ``leaf_hashes``,
+    the events' leaf hashes as the log stores them, let the verifier name an edited
+    event (the bundle carries them when given). Pure: the caller
     reads the events and writes the JSON (``json.dumps``). Raises ValueError for a note
     ``vkey`` did not sign, another origin, events that are not consecutive, or sizes
     past the checkpoint's, so a bundle that would not verify for those is never made.
@@ -158,6 +169,8 @@ def build_bundle(
         if event["seq"] != from_seq + offset or event["tenant_id"] != tenant_id:
             raise ValueError(f"event {offset} of the bundle is not {tenant_id}'s seq {from_seq + offset}")
     to_seq = from_seq + len(events) - 1
+    if leaf_hashes is not None and len(leaf_hashes) != len(events):
+        raise ValueError(f"{len(leaf_hashes)} leaf hashes for {len(events)} events")
     if not 1 <= from_seq <= to_seq <= checkpoint.size:
         raise ValueError(f"seq {from_seq}..{to_seq} is not in the checkpoint of size {checkpoint.size}")
     consistency = []
@@ -167,7 +180,7 @@ def build_bundle(
         if 0 < size < checkpoint.size:
             proof = consistency_proof(size, checkpoint.size, read)
             consistency.append({"size": size, "hashes": [_b64(h) for h in proof]})
-    return {
+    bundle = {
         "format": BUNDLE_FORMAT,
         "tenant_id": tenant_id,
         "origin": origin,
@@ -179,6 +192,9 @@ def build_bundle(
         "range_proof": [_b64(h) for h in range_proof(from_seq - 1, to_seq, checkpoint.size, read)],
         "consistency": consistency,
     }
+    if leaf_hashes is not None:
+        bundle["leaf_hashes"] = [_b64(h) for h in leaf_hashes]
+    return bundle
 
 
 def verify_bundle(
@@ -224,12 +240,18 @@ def verify_bundle(
     except ProofError as exc:
         raise BundleError("root_mismatch", f"root mismatch: the range proof does not fit: {exc}") from exc
     if root != checkpoint.root:
+        _name_the_edited_event(shape, leaves, checkpoint.size, checkpoint.root)
         raise BundleError(
             "root_mismatch",
             f"root mismatch: events seq {shape.from_seq}..{shape.to_seq} and the range proof do not "
             f"give the root of the checkpoint of size {checkpoint.size} "
             "(an event edited, moved, dropped or added)",
         )
+    if shape.leaf_hashes is not None and shape.leaf_hashes != leaves:
+        seq = shape.from_seq + next(
+            i for i, (a, b) in enumerate(zip(shape.leaf_hashes, leaves, strict=True)) if a != b
+        )
+        raise BundleError("leaf_hashes", "the stated leaf hash is not the event's (the events verify)", seq)
     previous_size = None
     if previous is not None:
         previous_size = _check_previous(previous, key, shape, checkpoint.size, checkpoint.root, leaves)
@@ -282,6 +304,7 @@ class _Shape:
     events: list[dict[str, Any]]
     range_proof: list[bytes]
     consistency: dict[int, list[bytes]]
+    leaf_hashes: list[bytes] | None
 
     @classmethod
     def check(cls, data: Any) -> _Shape:
@@ -289,7 +312,7 @@ class _Shape:
             raise BundleError("malformed", "the bundle is not a JSON object")
         if data.get("format") != BUNDLE_FORMAT:
             raise BundleError("format", f"the format is {data.get('format')!r}, not {BUNDLE_FORMAT!r}")
-        missing, unknown = sorted(_FIELDS - set(data)), sorted(set(data) - _FIELDS)
+        missing, unknown = sorted(_FIELDS - set(data)), sorted(set(data) - _FIELDS - _OPTIONAL)
         if missing or unknown:
             raise BundleError("shape", f"fields missing {missing}, unknown {unknown}")
         for name in ("tenant_id", "origin", "vkey", "checkpoint"):
@@ -304,6 +327,9 @@ class _Shape:
         _check_places(events, from_seq, to_seq)
         if not isinstance(data["range_proof"], list):
             raise BundleError("shape", "range_proof is not a list")
+        stated = data.get("leaf_hashes")
+        if stated is not None and (not isinstance(stated, list) or len(stated) != len(events)):
+            raise BundleError("shape", "leaf_hashes is not one hash per event")
         return cls(
             data["tenant_id"],
             data["origin"],
@@ -314,6 +340,7 @@ class _Shape:
             events,
             [_hash(h, "range_proof") for h in data["range_proof"]],
             _consistency(data["consistency"]),
+            None if stated is None else [_hash(h, "leaf_hashes") for h in stated],
         )
 
 
@@ -450,6 +477,25 @@ def _check_link(leaf: dict[str, Any], seq: int, prev_hash: str | None) -> None:
         raise BundleError("hash_mismatch", f"its fields cannot give its hash: {exc}", seq) from exc
     if compute_hash(leaf["prev_hash"], canonical) != leaf["hash"]:
         raise BundleError("hash_mismatch", "its fields do not give its hash", seq)
+
+
+def _name_the_edited_event(shape: _Shape, leaves: Sequence[bytes], size: int, root: bytes) -> None:
+    """Raise ``leaf_mismatch`` at the first edited event, when the stated leaf hashes are
+    the signed tree's (they give its root); else return, and the root mismatch stands."""
+    stated = shape.leaf_hashes
+    if stated is None:
+        return
+    try:
+        signed = root_from_range(shape.from_seq - 1, shape.to_seq, size, stated, shape.range_proof) == root
+    except ProofError:
+        return
+    if signed:
+        offset = next(i for i, (a, b) in enumerate(zip(stated, leaves, strict=True)) if a != b)
+        raise BundleError(
+            "leaf_mismatch",
+            "the event is not the leaf the signed tree holds (its fields were edited)",
+            shape.from_seq + offset,
+        )
 
 
 # -- a previous checkpoint --------------------------------------------------------------

@@ -43,7 +43,8 @@ def _verify(bundle: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_an_exported_bundle_verifies_offline_and_a_changed_byte_does_not(tmp_path):
-    """audit_export writes a bundle the engine's command accepts; one changed byte fails naming it."""
+    """audit_export writes a bundle the engine's command accepts; one changed byte fails naming
+    the event, through the leaf hashes the bundle states (the signed root vouches for them)."""
     _append("acme", 40)
     out = tmp_path / "acme.json"
     call_command("audit_export", "--tenant", "acme", "--out", str(out))
@@ -54,7 +55,9 @@ def test_an_exported_bundle_verifies_offline_and_a_changed_byte_does_not(tmp_pat
     bundle["events"][6]["body"]["n"] = 7  # seq 7 now claims what seq 8 says
     out.write_text(json.dumps(bundle))
     failed = _verify(out)
-    assert failed.returncode == 1 and "FAIL" in failed.stderr
+    assert failed.returncode == 1
+    assert "FAIL: seq 7: the event is not the leaf the signed tree holds" in failed.stderr
+    assert "[leaf_mismatch]" in failed.stderr
 
 
 def test_a_range_and_a_kept_checkpoint(tmp_path):

@@ -101,17 +101,21 @@ class Log:
         *,
         size: int | None = None,
         consistency_from: Iterable[int] = (),
+        stated: bool = False,
     ) -> dict[str, Any]:
-        """The bundle of ``from_seq..to_seq`` under the checkpoint of ``size`` (all by default)."""
+        """The bundle of ``from_seq..to_seq`` under the checkpoint of ``size`` (all by
+        default); ``stated``: with the events' leaf hashes, as the product exports it."""
         size = len(self.leaves) if size is None else size
+        events = self.leaves[from_seq - 1 : size if to_seq is None else to_seq]
         return build_bundle(
             tenant_id=self.tenant,
             origin=self.origin,
             vkey=self.vkey,
             note=self.note(size),
-            events=self.leaves[from_seq - 1 : size if to_seq is None else to_seq],
+            events=events,
             read=self.read,
             consistency_from=consistency_from,
+            leaf_hashes=[object_leaf_hash(e) for e in events] if stated else None,
         )
 
 
@@ -150,6 +154,12 @@ def _edit(bundle: dict[str, Any], change: Callable[[dict[str, Any]], None]) -> d
 def _event(seq: int, change: Callable[[dict[str, Any]], None]) -> Callable[[Log], dict[str, Any]]:
     """The whole log's bundle with event ``seq`` changed."""
     return lambda log: _edit(log.bundle(), lambda b: change(b["events"][seq - 1]))
+
+
+def _restate(b: dict[str, Any], seq: int, **change: Any) -> None:
+    """Event ``seq`` changed, and its stated leaf hash with it: only the root can tell."""
+    b["events"][seq - 1].update(change)
+    b["leaf_hashes"][seq - 1] = b64(object_leaf_hash(b["events"][seq - 1]))
 
 
 def _swap(b: dict[str, Any], i: int, j: int) -> None:
@@ -223,10 +233,38 @@ CASES = [
     ),
     Case(
         "unknown field",
-        lambda log: {**log.bundle(), "leaf_hashes": []},
+        lambda log: {**log.bundle(), "signatures": []},
         "shape",
         None,
-        "fields missing [], unknown ['leaf_hashes']",
+        "fields missing [], unknown ['signatures']",
+    ),
+    Case(
+        "leaf hashes not one per event",
+        lambda log: _edit(log.bundle(stated=True), lambda b: b["leaf_hashes"].pop()),
+        "shape",
+        None,
+        "leaf_hashes is not one hash per event",
+    ),
+    Case(
+        "one changed byte, the leaf hashes stated",
+        lambda log: _edit(log.bundle(stated=True), lambda b: b["events"][8].update(actor="agent:traded")),
+        "leaf_mismatch",
+        9,
+        "seq 9: the event is not the leaf the signed tree holds (its fields were edited)",
+    ),
+    Case(
+        "one changed byte and its stated leaf hash",
+        lambda log: _edit(log.bundle(stated=True), lambda b: _restate(b, 9, actor="agent:traded")),
+        "root_mismatch",
+        None,
+        "root mismatch: events seq 1..12 and the range proof do not give the root",
+    ),
+    Case(
+        "a stated leaf hash wrong, the events right",
+        lambda log: _edit(log.bundle(stated=True), lambda b: b["leaf_hashes"].__setitem__(3, b64(bytes(32)))),
+        "leaf_hashes",
+        4,
+        "seq 4: the stated leaf hash is not the event's (the events verify)",
     ),
     Case(
         "a key twice",
