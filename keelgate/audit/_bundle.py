@@ -24,8 +24,9 @@ An event is its leaf object (:func:`~keelgate.audit.leaf_object`): the tree's le
 its RFC 8785 bytes, so the verifier hashes what it reads and trusts no hash the bundle
 states. ``leaf_hashes`` serve only to say *which* event was edited: when the events do
 not give the signed root but the stated hashes do, the first event whose bytes differ
-from its stated (and so signed) hash is the one named. :func:`build_bundle` makes one from a store's tree; :func:`verify_bundle` checks
-one with the engine alone, as ``python -m keelgate.audit.verify`` does.
+from its stated (and so signed) hash is the one named. :func:`build_bundle` makes one
+from a store's tree; :func:`verify_bundle` checks one with the engine alone, as
+``python -m keelgate.audit.verify`` does.
 """
 
 from __future__ import annotations
@@ -490,12 +491,16 @@ def _name_the_edited_event(shape: _Shape, leaves: Sequence[bytes], size: int, ro
     except ProofError:
         return
     if signed:
-        offset = next(i for i, (a, b) in enumerate(zip(stated, leaves, strict=True)) if a != b)
+        offset = _first_difference(stated, leaves)
         raise BundleError(
             "leaf_mismatch",
             "the event is not the leaf the signed tree holds (its fields were edited)",
             shape.from_seq + offset,
         )
+
+
+def _first_difference(a: Sequence[bytes], b: Sequence[bytes]) -> int:
+    return next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
 
 
 # -- a previous checkpoint --------------------------------------------------------------
