@@ -251,7 +251,8 @@ def list_unknown_outcomes(
         "Say whether the call took effect (`executed`, a JSON boolean), with a `note` saying how "
         "you know and, if it did, optionally the `result` you found downstream (a JSON object). "
         "409 `outcome_already_settled` (naming who) if it was settled, `call_may_be_running` "
-        "while its lease lasts; 422 `result_invalid` for a result on a call that did not run; "
+        "while its lease lasts, `not_an_unknown_outcome` (saying where it stands) for a call whose "
+        "outcome is known; 422 `result_invalid` for a result on a call that did not run; "
         "403 below the reconciler role."
     ),
 )

@@ -9,7 +9,8 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from sitekit.errors import NotFoundError
+from runs.selectors import run_get, run_state
+from sitekit.errors import NotAnUnknownOutcomeError, NotFoundError
 from sitekit.paging import Filter, Keyset, Listing, Page
 
 APPROVAL_LIST = Listing(Keyset(Approval, "-requested_at", "-id"), Filter("status"))
@@ -59,13 +60,17 @@ def approval_get(*, tenant_ids: Iterable[str], approval_id: int) -> Approval:
 
 
 def unknown_outcome_get(*, tenant_ids: Iterable[str], run_id: str, action_id: str) -> UnknownOutcome:
-    """The unknown outcome of one action, or NotFoundError."""
-    row = UnknownOutcome.objects.filter(
-        tenant_id__in=list(tenant_ids), run_id=run_id, action_id=action_id
-    ).first()
-    if row is None:
+    """The unknown outcome of one action; NotAnUnknownOutcomeError for an action of a run
+    the caller sees whose outcome is known, NotFoundError for anything else."""
+    tenants = list(tenant_ids)
+    row = UnknownOutcome.objects.filter(tenant_id__in=tenants, run_id=run_id, action_id=action_id).first()
+    if row is not None:
+        return row
+    state = run_state(run_get(tenant_ids=tenants, run_id=run_id))
+    action = next((a for a in state.actions if a.action_id == action_id), None) if state else None
+    if action is None:
         raise NotFoundError()
-    return row
+    raise NotAnUnknownOutcomeError(f"the call {action.tool} is {action.status.value.replace('_', ' ')}")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     │   └── EmptyChainError            audit_chain_empty [404]
     ├── WebhookUrlRefusedError         webhook_url_refused [422]
     ├── BulkNotAllowedError            bulk_not_allowed [409]
+    ├── NotAnUnknownOutcomeError       not_an_unknown_outcome [409]  the call's outcome is known
     ├── keelgate.errors.ConfigurationError
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
@@ -52,6 +53,7 @@ __all__ = [
     "IdempotencyKeyReusedError",
     "InvalidCursorError",
     "NotAMemberError",
+    "NotAnUnknownOutcomeError",
     "NotFoundError",
     "NotResumableError",
     "RateLimitedError",
@@ -199,6 +201,15 @@ class BulkNotAllowedError(KeelgateError):
 
     code = "bulk_not_allowed"
     message = "This call must be decided on its own, not in bulk."
+    http_status = 409
+
+
+class NotAnUnknownOutcomeError(KeelgateError):
+    """Reconciling a call whose outcome is known (done, denied, waiting...): nothing to settle;
+    ``detail`` says where the call stands."""
+
+    code = "not_an_unknown_outcome"
+    message = "This call's outcome is known: there is nothing to reconcile."
     http_status = 409
 
 

@@ -128,3 +128,18 @@ def test_reconcile_needs_the_reconciler_role_and_an_existing_item(api, keys, cli
     path = f"/runs/r1/actions/{item.action_id}/reconcile"
     assert viewer.post(path, {"executed": True, "note": "x"}).status_code == 403
     assert client.post("/runs/r1/actions/nope/reconcile", {"executed": True, "note": "x"}).status_code == 404
+
+
+def test_reconciling_a_call_whose_outcome_is_known_is_409_saying_where_it_stands(client, pending):
+    """An action awaiting approval, or done, is not an unknown outcome: 409 with a code, not 404."""
+    path = f"/runs/r1/actions/{pending.action_id}/reconcile"
+    waiting = client.post(path, {"executed": True, "note": "x"})
+    assert waiting.status_code == 409, waiting.content
+    assert waiting.json()["code"] == "not_an_unknown_outcome"
+    assert waiting.json()["detail"].endswith("(the call place_order is awaiting approval)")
+    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    drain()
+    done = client.post(path, {"executed": False, "note": "x"})
+    assert done.status_code == 409 and done.json()["detail"].endswith("(the call place_order is done)")
+    assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]  # nothing settled
+    assert client.post("/runs/r404/actions/1-1/reconcile", {"executed": True, "note": "x"}).status_code == 404
