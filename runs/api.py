@@ -78,7 +78,7 @@ def start_run(
         goal=payload.goal,
         user=caller.user,
         run_id=payload.run_id,
-        limits=payload.stop.limits() if payload.stop else None,
+        limits=payload.limits.limits() if payload.limits else None,
     )
     if not created:
         response["Idempotent-Replayed"] = "true"
@@ -164,8 +164,8 @@ def resume_run(
 ) -> RunOut:
     caller = caller_of(request, tenant)
     run_get(tenant_ids=caller.tenant_ids, run_id=run_id)
-    stop = payload.stop if payload is not None else None
+    given = payload.limits if payload is not None else None
     run = run_resume(
-        tenant_id=caller.tenant_id, run_id=run_id, user=caller.user, limits=stop.limits() if stop else None
+        tenant_id=caller.tenant_id, run_id=run_id, user=caller.user, limits=given.limits() if given else None
     )
     return run_out(run)

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
@@ -84,7 +84,12 @@ class RunStartIn(Schema):
         max_length=128,
         description="Your id for the run: repeating a request with it starts nothing new.",
     )
-    stop: StopIn | None = None
+    limits: StopIn | None = Field(None, description="The run's stop conditions (its budget).")
+    stop: StopIn | None = Field(
+        None, description="Deprecated: the old name of `limits`.", json_schema_extra={"deprecated": True}
+    )
+
+    _one_name = model_validator(mode="after")(lambda self: _limits_under_one_name(self))
 
 
 class RunResumeIn(Schema):
@@ -92,7 +97,22 @@ class RunResumeIn(Schema):
 
     model_config = _IN
 
-    stop: StopIn | None = None
+    limits: StopIn | None = Field(None, description="The run's new stop conditions.")
+    stop: StopIn | None = Field(
+        None, description="Deprecated: the old name of `limits`.", json_schema_extra={"deprecated": True}
+    )
+
+    _one_name = model_validator(mode="after")(lambda self: _limits_under_one_name(self))
+
+
+def _limits_under_one_name(payload: Any) -> Any:
+    """``stop`` (deprecated) becomes ``limits``, the name every response uses, so a request
+    means the same under either name (its idempotency fingerprint too)."""
+    if payload.stop is not None:
+        if payload.limits is not None:
+            raise ValueError("give the stop conditions as `limits` only (`stop` is its old name)")
+        payload.limits, payload.stop = payload.stop, None
+    return payload
 
 
 # -- outputs -----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ START = {"agent": "paper-trader", "goal": "buy 10 ACME"}
 
 def test_starting_a_run_answers_201_with_the_queued_run_attributed_to_the_key_user(client):
     """POST /runs creates a queued run created_by the key's user, and a run.requested event by them."""
-    response = client.post("/runs", {**START, "run_id": "r1", "stop": {"max_iterations": 5}})
+    response = client.post("/runs", {**START, "run_id": "r1", "limits": {"max_iterations": 5}})
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["run_id"] == "r1" and body["status"] == "queued" and body["created_by"] == "op"
@@ -177,3 +177,14 @@ def test_resume_takes_no_body_too(client, keys, brokerage_path, operator):
     drain()
     response = client.post("/runs/r1/resume")
     assert response.status_code == 200, response.content
+
+
+def test_the_limits_go_in_as_limits_and_stop_is_their_deprecated_old_name(client):
+    """`limits` both ways; `stop` still means the same (under one Idempotency-Key too); both is 422."""
+    old = client.post("/runs", {**START, "stop": {"max_iterations": 3}}, **{"Idempotency-Key": "k-limits"})
+    assert old.status_code == 201 and old.json()["limits"]["max_iterations"] == 3
+    new = client.post("/runs", {**START, "limits": {"max_iterations": 3}}, **{"Idempotency-Key": "k-limits"})
+    assert new.status_code == 200 and new.json()["run_id"] == old.json()["run_id"]  # the same request
+    both = client.post("/runs", {**START, "limits": {"max_iterations": 3}, "stop": {"max_iterations": 4}})
+    assert both.status_code == 422 and "`limits` only" in both.json()["detail"]
+    assert Run.objects.count() == 1
