@@ -13,7 +13,16 @@ from ninja import Schema
 from pydantic import BaseModel, Field
 
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
-from sitekit.api import INPUT, JSON_INTEGER, MAX_ID, JsonObject, json_value
+from sitekit.api import (
+    INPUT,
+    JSON_INTEGER,
+    MAX_ID,
+    NO_NUL,
+    SAYS_SOMETHING,
+    SHA256_HEX,
+    JsonObject,
+    json_value,
+)
 
 __all__ = [
     "ApprovalOut",
@@ -29,8 +38,8 @@ __all__ = [
 ]
 
 _IN = INPUT
-_TEXT = r"^[^\x00]*$"
-_SAYS_SOMETHING = r"^[^\x00]*[^\x00\s][^\x00]*$"
+_TEXT = NO_NUL
+_SAYS_SOMETHING = SAYS_SOMETHING
 """A note must hold more than whitespace (and no NUL)."""
 
 
@@ -42,7 +51,7 @@ class ApproveIn(Schema):
     note: str = Field("", max_length=2_000, pattern=_TEXT)
     arguments_hash: str | None = Field(
         None,
-        pattern=r"^[0-9a-f]{64}$",
+        pattern=SHA256_HEX,
         description=(
             "The `arguments_hash` of the approval you were shown: if the call has other "
             "arguments now, 409 `approval_stale` and nothing is approved."
@@ -76,7 +85,7 @@ class BulkItemIn(Schema):
     model_config = _IN
 
     id: Annotated[int, Field(ge=1, le=MAX_ID), JSON_INTEGER]
-    arguments_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    arguments_hash: str | None = Field(None, pattern=SHA256_HEX)
 
 
 class BulkApproveIn(Schema):

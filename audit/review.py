@@ -27,7 +27,7 @@ from audit.models import AuditEvent as EventRow
 from audit.presentation import AuditRow, audit_rows
 from audit.schemas import AuditFiltersIn
 from audit.store import event_from_row
-from sitekit.api import MAX_ID
+from sitekit.api import MAX_ID, validation_words
 
 __all__ = [
     "CheckpointEntry",
@@ -107,16 +107,16 @@ PATTERN_WORDS = {
     "kind": "Not an event kind (lowercase words and dots, such as loop.reconciled).",
     "run": "Not a run id (letters, digits and . _ : -, up to 128).",
 }
-"""A refused pattern in words, for the fields whose pattern is a shape; other fields' patterns
-only refuse NUL."""
+"""A refused pattern in words, for the fields whose pattern is a shape; the rest are said as
+everywhere (:func:`sitekit.api.validation_words`)."""
 
 
 def _wording(error: Mapping[str, Any]) -> str:
     """Pydantic's message as a sentence, without its "Value error, " prefix."""
     name = str(error["loc"][0]) if error.get("loc") else ""
-    if error.get("type") == "string_pattern_mismatch":
-        return PATTERN_WORDS.get(name, "Holds a character that cannot be searched for.")
-    message = str(error.get("msg", "not valid")).removeprefix("Value error, ")
+    if error.get("type") == "string_pattern_mismatch" and name in PATTERN_WORDS:
+        return PATTERN_WORDS[name]
+    message = validation_words(error)
     message = message[:1].upper() + message[1:]
     return message if message.endswith(".") else message + "."
 

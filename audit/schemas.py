@@ -27,7 +27,7 @@ from audit.models import AuditEvent as EventRow
 from audit.selectors import AUDIT_EVENTS, QUALIFIERS
 from audit.tree import event_leaf
 from keelgate.audit import ChainReport
-from sitekit.api import INPUT, JSON_INTEGER, NO_NUL
+from sitekit.api import BASE64, INPUT, JSON_INTEGER, NO_NUL, RUN_ID, SHA256_HEX
 from sitekit.paging import qualifiers
 
 __all__ = [
@@ -52,8 +52,6 @@ __all__ = [
 
 KIND = r"^[a-z][a-z0-9_.]{0,63}$"
 """The shape of an audit event kind (``loop.reconciled``)."""
-RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-"""The shape of a run id (as ``runs.schemas.RUN_ID``, which this layer cannot import)."""
 
 TIME_HELP = (
     "A date (its whole day, UTC) or an ISO 8601 time (as precise as written: `2026-12-01T10:30` is "
@@ -272,10 +270,10 @@ class ChainDigestIn(Schema):
 
     tenant_id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
     seq: Annotated[int, Field(ge=1, le=2**63 - 1), JSON_INTEGER]
-    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    hash: str = Field(pattern=SHA256_HEX)
     exported_at: str = Field(max_length=64, pattern=r"^[0-9T:+.Z-]+$")
-    public_key: str = Field(max_length=64, pattern=r"^[A-Za-z0-9+/=]+$")
-    signature: str = Field(max_length=128, pattern=r"^[A-Za-z0-9+/=]+$")
+    public_key: str = Field(max_length=64, pattern=BASE64)
+    signature: str = Field(max_length=128, pattern=BASE64)
 
 
 def _body(text: str) -> dict[str, Any]:

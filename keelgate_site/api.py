@@ -24,7 +24,7 @@ from approvals.api import router as approvals_router
 from audit.api import router as audit_router
 from keelgate.errors import KeelgateError
 from runs.api import router as runs_router
-from sitekit.api import PydanticJSONRenderer
+from sitekit.api import PydanticJSONRenderer, validation_words
 from sitekit.errors import RateLimitedError
 from sitekit.pages import CONTENT_SECURITY_POLICY, hardened
 from tenants.api_auth import API_AUTH
@@ -106,9 +106,7 @@ def _field(loc: Any) -> str:
 @api.exception_handler(ValidationError)
 def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     """Wrong types, missing or unknown fields, values out of range: 422 naming the fields."""
-    problems = []
-    for error in exc.errors[:10]:
-        problems.append(f"{_field(error.get('loc'))}: {error.get('msg', 'invalid')}")
+    problems = [f"{_field(error.get('loc'))}: {validation_words(error)}" for error in exc.errors[:10]]
     return _error(request, 422, "invalid_input", f"{INVALID_INPUT}: {'; '.join(problems)}.")
 
 

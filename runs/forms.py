@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from keelgate.errors import KeelgateError, RunExistsError
 from runs.schemas import RunStartIn, StopIn
+from sitekit.api import validation_words
 from sitekit.errors import GoalNotUnderstoodError, UnknownAgentError
 
 __all__ = ["LIMIT_FIELDS", "StartForm", "parse_limits"]
@@ -61,8 +62,8 @@ def parse_limits(data: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
 
 
 def _wording(error: Mapping[str, Any]) -> str:
-    """Pydantic's message, as a sentence ("Input should be greater than 0.")."""
-    message = str(error.get("msg", "not valid"))
+    """What is wrong, as a sentence ("Input should be greater than 0.")."""
+    message = validation_words(error)
     return message if message.endswith(".") else message + "."
 
 
@@ -102,7 +103,7 @@ class StartForm:
                     "agent": values["agent"],
                     "goal": values["goal"],
                     "run_id": values["run_id"] or None,
-                    "stop": limits or None,
+                    "limits": limits or None,
                 }
             )
         except ValidationError as exc:
@@ -118,8 +119,8 @@ class StartForm:
 
     def limits(self) -> dict[str, Any] | None:
         """The checked limits, as the service takes them (None: the agent's own)."""
-        stop = self.request.stop if self.request is not None else None
-        return stop.limits() if stop is not None else None
+        given = self.request.limits if self.request is not None else None
+        return given.limits() if given is not None else None
 
     def again(self) -> None:
         """After a clash with another run's id: a new id, so the next submit starts a run."""

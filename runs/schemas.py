@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
 from runs.selectors import TimelineEntry
-from sitekit.api import INPUT, JSON_INTEGER, json_value
+from sitekit.api import ACTION_ID, INPUT, JSON_INTEGER, NO_NUL, RUN_ID, json_value
 
 __all__ = [
     "ACTION_ID",
@@ -39,10 +39,8 @@ __all__ = [
     "run_page_out",
 ]
 
-RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-ACTION_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 AGENT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-_TEXT = r"^[^\x00]*$"
+_TEXT = NO_NUL
 _IN = INPUT
 
 

@@ -7,6 +7,7 @@ Authentication (who is calling, in which tenant) is identity and lives with it, 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import pydantic_core
@@ -16,12 +17,18 @@ from ninja.responses import NinjaJSONEncoder
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 __all__ = [
+    "ACTION_ID",
+    "BASE64",
     "CURSOR",
     "INPUT",
     "JSON_INTEGER",
     "MAX_ID",
     "NO_NUL",
+    "PATTERN_WORDS",
     "READ_ERRORS",
+    "RUN_ID",
+    "SAYS_SOMETHING",
+    "SHA256_HEX",
     "SLUG",
     "WRITE_ERRORS",
     "ErrorOut",
@@ -29,16 +36,49 @@ __all__ = [
     "PydanticJSONRenderer",
     "json_value",
     "responses",
+    "validation_words",
 ]
 
 NO_NUL = r"^[^\x00]*$"
 """Free text may hold anything but NUL, which PostgreSQL cannot store in a text column."""
+SAYS_SOMETHING = r"^[^\x00]*[^\x00\s][^\x00]*$"
+"""Free text that must say something: not blank, no NUL (a note, a reason)."""
 SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 """The shape of a tenant slug."""
 MAX_ID = 2**63 - 1
 """The largest database id: a bigger number is a validation error, not a database one."""
 CURSOR = r"^[A-Za-z0-9_-]{1,200}$"
 """The shape of a cursor this API hands out (:mod:`sitekit.paging`)."""
+RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+"""A run's id: what a URL path and a log line carry safely."""
+ACTION_ID = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+"""An action's id within its run."""
+SHA256_HEX = r"^[0-9a-f]{64}$"
+"""A SHA-256 in lowercase hex (an ``arguments_hash``, a chain hash)."""
+BASE64 = r"^[A-Za-z0-9+/=]+$"
+"""Standard base64 text (a key, a signature)."""
+
+PATTERN_WORDS = {
+    NO_NUL: "must not contain NUL characters",
+    SAYS_SOMETHING: "must not be blank, and must not contain NUL characters",
+    SLUG: "must be a slug: lowercase letters, digits, - and _, starting with a letter or digit (max 63)",
+    CURSOR: "must be a cursor this API handed out (next_cursor)",
+    RUN_ID: "must be letters, digits and . _ : -, starting with a letter or digit (max 128)",
+    ACTION_ID: "must be letters, digits and . _ : -, starting with a letter or digit (max 64)",
+    SHA256_HEX: "must be a SHA-256 in lowercase hex (64 characters)",
+    BASE64: "must be base64 text",
+}
+"""What a 422 says of a value that does not match its pattern: words, never the regular
+expression (a schema's pattern not listed here is said as "is not in the accepted form")."""
+
+
+def validation_words(error: Mapping[str, Any]) -> str:
+    """What is wrong with one value, in words: pydantic's message, except a pattern's,
+    said with :data:`PATTERN_WORDS` (the API and the console's forms say the same)."""
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = (error.get("ctx") or {}).get("pattern", "")
+        return PATTERN_WORDS.get(pattern, "is not in the accepted form")
+    return str(error.get("msg", "not valid")).removeprefix("Value error, ")
 
 
 INPUT = ConfigDict(extra="forbid", strict=True)

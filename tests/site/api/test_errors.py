@@ -83,6 +83,28 @@ def test_invalid_input_is_422_naming_the_field(client, body, field):
     assert field in detail, detail
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({**START, "goal": "buy\x00 1 ACME"}, "body.goal: must not contain NUL characters."),
+        ({**START, "run_id": "has space"}, "body.run_id: must be letters, digits and . _ : -, starting"),
+        ({**START, "agent": "no way"}, "body.agent: is not in the accepted form."),
+    ],
+)
+def test_a_value_that_breaks_its_pattern_is_said_in_words_never_as_a_regular_expression(client, body, said):
+    """Validation messages say what is wrong in words: no "should match pattern", no regex."""
+    detail = assert_error(client.post("/runs", body), 422, "invalid_input")["detail"]
+    assert said in detail, detail
+    assert "pattern" not in detail and "^" not in detail and "\\x00" not in detail, detail
+
+
+def test_a_blank_reason_is_said_in_words(client, pending):
+    """Deny with a blank note: 'must not be blank', not the pattern."""
+    response = client.post(f"/approvals/{pending.pk}/deny", {"note": "   "})
+    detail = assert_error(response, 422, "invalid_input")["detail"]
+    assert "body.note: must not be blank, and must not contain NUL characters." in detail, detail
+
+
 def test_query_and_header_values_of_the_wrong_shape_are_422(client):
     """Bad limits, NUL in filters and bad Idempotency-Key headers are validation errors."""
     for params in [

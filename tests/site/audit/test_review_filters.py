@@ -251,5 +251,5 @@ def test_a_refused_shape_is_said_in_words(log, viewer):
     """A kind or run id of the wrong shape is explained, not quoted as a regular expression."""
     page = viewer.get("/audit/t1/?kind=X&run=%2Fr&actor=nul%00").content.decode()
     assert "Not an event kind (lowercase words and dots, such as loop.reconciled)." in page
-    assert "Not a run id" in page and "cannot be searched for" in page
+    assert "Not a run id" in page and "Must not contain NUL characters." in page
     assert "^[a-z]" not in page
