@@ -27,6 +27,7 @@ from approvals.schemas import (
     BulkResultOut,
     CancelIn,
     DenyIn,
+    LookupOut,
     ReconcileIn,
     UnknownOutcomeOut,
     UnknownOutcomePageOut,
@@ -34,7 +35,14 @@ from approvals.schemas import (
     unknown_outcome_out,
 )
 from approvals.selectors import approval_get, approval_page, unknown_outcome_get, unknown_outcome_page
-from approvals.services import Decision, approval_decide, approvals_decide_bulk, run_cancel, unknown_reconcile
+from approvals.services import (
+    Decision,
+    approval_decide,
+    approvals_decide_bulk,
+    run_cancel,
+    unknown_check,
+    unknown_reconcile,
+)
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH as AUTH
@@ -240,6 +248,31 @@ def list_unknown_outcomes(
     page = unknown_outcome_page(tenant_ids=caller.tenant_ids, settled=settled, cursor=cursor, limit=limit)
     return UnknownOutcomePageOut(
         items=[unknown_outcome_out(row) for row in page.rows], next_cursor=page.next_cursor
+    )
+
+
+@router.post(
+    "/unknown-outcomes/{item_id}/check",
+    response=responses({200: LookupOut}, WRITE_ERRORS),
+    summary="Check an unknown outcome with the system of record",
+    description=(
+        "Ask the agent's system of record whether the call ran, by its idempotency key, as the "
+        'console\'s "Check" button does (same lookup, same timeout). Changes nothing: reconcile '
+        "with your own note afterwards. 409 `outcome_already_settled` (naming who) for a settled "
+        "one; 404 for an unknown id or another tenant's; 403 below the reconciler role."
+    ),
+)
+def check_unknown_outcome(
+    request: HttpRequest,
+    item_id: Annotated[int, Path(ge=1, le=MAX_ID, description="The unknown outcome's `id`.")],
+    tenant: TenantQuery = None,
+) -> LookupOut:
+    caller = caller_of(request, tenant)
+    found = unknown_check(tenant_id=caller.tenant_id, item_id=item_id, user=caller.user)
+    return LookupOut(
+        verdict=found.verdict,
+        record=dict(found.record) if found.record is not None else None,
+        problem=found.problem,
     )
 
 

@@ -7,7 +7,7 @@ interpreted.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import BaseModel, Field
@@ -216,6 +216,24 @@ class UnknownOutcomeOut(BaseModel):
     settled_at: datetime | None
     executed: bool | None
     note: str
+
+
+class LookupOut(BaseModel):
+    """What the agent's system of record said of an unknown outcome's call, by its key.
+
+    It settles nothing: a person still reconciles, saying in their own note how they know."""
+
+    verdict: Literal["executed", "not_executed", "unsure", "unavailable"] = Field(
+        description=(
+            "`executed` or `not_executed`: the system of record answered; `unsure`: it "
+            "answered without saying; `unavailable`: no answer (timed out, failed, or no lookup "
+            "for this tool), `problem` says which."
+        )
+    )
+    record: Any = Field(
+        None, description="What the system of record holds for the call (a JSON object). Untrusted."
+    )
+    problem: str = Field(description="Why there is no answer, in fixed words; empty when there is one.")
 
 
 class UnknownOutcomePageOut(BaseModel):

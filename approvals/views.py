@@ -301,11 +301,11 @@ def check(request: HttpRequest, pk: int) -> HttpResponse:
     if found.verdict == "executed":
         record = json.dumps(found.record, sort_keys=True)
         text = f"{label[:1].upper()}{label[1:]} has this call: it was executed. Check it, then record it."
-        values = {"executed": "yes", "result": record, "note": f"found in {label} by its key"}
+        values = {"executed": "yes", "result": record}  # the note is the person's to write
         return _reply(request, entry, 200, "info", text, keep=True, values=values, finding=record)
     if found.verdict == "not_executed":
         text = f"{label[:1].upper()}{label[1:]} has no record of this call: it was not executed."
-        values = {"executed": "no", "note": f"not in {label} by its key"}
+        values = {"executed": "no"}
         return _reply(request, entry, 200, "info", text, keep=True, values=values)
     return _reply(
         request, entry, 200, "warning", f"{found.problem} Decide from what you can check.", keep=True

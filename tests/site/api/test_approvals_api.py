@@ -143,3 +143,23 @@ def test_reconciling_a_call_whose_outcome_is_known_is_409_saying_where_it_stands
     assert done.status_code == 409 and done.json()["detail"].endswith("(the call place_order is done)")
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]  # nothing settled
     assert client.post("/runs/r404/actions/1-1/reconcile", {"executed": True, "note": "x"}).status_code == 404
+
+
+def test_check_asks_the_system_of_record_and_settles_nothing(api, keys, client, pending):
+    """POST /unknown-outcomes/{id}/check: the brokerage's record by key; still open; 403/404/409 as the rules say."""
+    item = make_unknown(client, pending)
+    path = f"/unknown-outcomes/{item.pk}/check"
+    found = client.post(path)
+    assert found.status_code == 200, found.content
+    entry = PaperBrokerage().entry(item.idempotency_key)
+    assert found.json() == {"verdict": "executed", "record": entry.result, "problem": ""}
+    assert not UnknownOutcome.objects.get(pk=item.pk).settled
+    assert api(keys.viewer).post(path).status_code == 403
+    assert client.post(f"/unknown-outcomes/{item.pk + 1000}/check").status_code == 404
+    assert client.post("/unknown-outcomes/0/check").status_code == 422
+    reconciled = client.post(
+        f"/runs/r1/actions/{item.action_id}/reconcile", {"executed": True, "note": "seen"}
+    )
+    assert reconciled.status_code == 200
+    again = client.post(path)
+    assert again.status_code == 409 and again.json()["code"] == "outcome_already_settled"

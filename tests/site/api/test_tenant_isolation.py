@@ -109,6 +109,7 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
             {"executed": False, "note": "not mine"},
         )
     )
+    absent(call("POST", "/unknown-outcomes/{item_id}/check", f"/unknown-outcomes/{unknown.pk}/check"))
     # A digest of t1's chain proves nothing about t2's: refused, and t1's chain is not walked.
     foreign = call("POST", "/audit/verify", "/audit/verify", t1_digest)
     assert foreign.status_code == 422 and foreign.json()["code"] == "digest_invalid"

@@ -49,6 +49,8 @@ def test_check_finds_the_order_and_prefills_executed_with_its_record(people, bro
     entry = PaperBrokerage().entry(item.idempotency_key)
     assert 'value="yes" required checked' in body and entry.result["order_id"] in body
     assert not UnknownOutcome.objects.get(pk=item.pk).settled  # a check decides nothing
+    note = body.split('name="note"')[1].split(">")[0] + body.split('name="note"')[1].split("</textarea>")[0]
+    assert "by its key" not in note  # the note is the person's to write: nothing typed for them
     record = json.dumps(entry.result, sort_keys=True)
     done = client.post(
         f"/unknown/{item.pk}/reconcile/", {"executed": "yes", "note": "found", "result": record}, **HTMX
