@@ -146,7 +146,7 @@ def test_reconciling_a_call_whose_outcome_is_known_is_409_saying_where_it_stands
 
 
 def test_check_asks_the_system_of_record_and_settles_nothing(api, keys, client, pending):
-    """POST /unknown-outcomes/{id}/check: the brokerage's record by key; still open; 403/404/409 as the rules say."""
+    """POST /unknown-outcomes/{id}/check: the brokerage's record by key, nothing settled; 403/404/409."""
     item = make_unknown(client, pending)
     path = f"/unknown-outcomes/{item.pk}/check"
     found = client.post(path)
