@@ -9,6 +9,7 @@ tool's pydantic model, so this parsing only turns form text into JSON values.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +80,7 @@ def edit_fields(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) 
     for name, raw in schema.get("properties", {}).items():
         spec, nullable = _resolve(raw, schema)
         kind = _kind(spec)
-        low = spec.get("minimum", spec.get("exclusiveMinimum", ""))
+        low, high = _bounds(spec, kind)
         fields.append(
             EditField(
                 name=name,
@@ -87,14 +88,34 @@ def edit_fields(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) 
                 value=_shown(arguments.get(name, spec.get("default")), kind),
                 required=name in required and not nullable,
                 choices=[str(v) for v in spec.get("enum", [])],
-                minimum=str(low),
-                maximum=str(spec.get("maximum", spec.get("exclusiveMaximum", ""))),
+                minimum=low,
+                maximum=high,
                 max_length=spec.get("maxLength"),
                 pattern=str(spec.get("pattern", "")),
                 description=str(raw.get("description", spec.get("description", ""))),
             )
         )
     return fields
+
+
+def _bounds(spec: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    """The input's ``min`` and ``max`` from the schema's bounds, exclusive ones included: an
+    integer above an exclusive 0 starts at 1. HTML has no exclusive bound for a number, so
+    there the bound is shown as inclusive and the server's check refuses the bound itself."""
+
+    def bound(inclusive: str, exclusive: str, step: int) -> str:
+        value = spec.get(inclusive)
+        excl = spec.get(exclusive)
+        if isinstance(excl, bool) or not isinstance(excl, (int, float)):
+            return "" if value is None else str(value)
+        if kind == "integer":
+            edge = math.floor(excl) + 1 if step > 0 else math.ceil(excl) - 1
+            if value is not None:
+                edge = max(edge, value) if step > 0 else min(edge, value)
+            return str(int(edge))
+        return str(excl if value is None else (max(excl, value) if step > 0 else min(excl, value)))
+
+    return bound("minimum", "exclusiveMinimum", 1), bound("maximum", "exclusiveMaximum", -1)
 
 
 def parse_edit(fields: list[EditField], form: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:

@@ -349,6 +349,7 @@ def _reply(
     """htmx: the item (or nothing, removing it) plus a flash; otherwise a redirect back.
 
     ``values`` are what the person typed: a kept form shows them again, not the proposal.
+    An error shown on the kept card is not flashed as well: it is said once, where it is.
     """
     if values and entry.fields:
         typed = tuple(replace(f, value=values.get(f.input_name, f.value)) for f in entry.fields)
@@ -358,7 +359,8 @@ def _reply(
         item = (
             render_entry(entry, request=request, error=error, values=values, finding=finding) if keep else ""
         )
-        flash = render_to_string("console/_flash.html", {"level": level, "text": text})
+        on_card = bool(error) and keep
+        flash = "" if on_card else render_to_string("console/_flash.html", {"level": level, "text": text})
         response = HttpResponse(item + flash, status=status)
         response.headers["HX-Reswap"] = "outerHTML"
         return response

@@ -25,7 +25,8 @@ def test_the_card_offers_a_form_generated_from_the_tools_schema(people, brokerag
     assert "Edit, then approve" in html
     assert 'name="arg.symbol" value="ACME"' in html and 'pattern="^[A-Z]{1,8}$"' in html
     assert f'<select id="item-a-{approval.pk}-arg-side" name="arg.side" required>' in html
-    assert 'name="arg.quantity" value="10"' in html and 'type="number" step="1" min="0" max="1000000"' in html
+    # quantity > 0 (exclusiveMinimum 0): the smallest whole number the input offers is 1
+    assert 'name="arg.quantity" value="10"' in html and 'type="number" step="1" min="1" max="1000000"' in html
     assert f'name="arguments_hash" value="{approval.arguments_hash}"' in html
     assert "Edit, then approve" not in as_user("viewer").get("/").content.decode()
 
@@ -62,6 +63,14 @@ def test_a_bad_edit_is_400_keeps_what_was_typed_and_changes_nothing(people, brok
     assert 'value="acme!"' in refused.content.decode()
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert Approval.objects.filter(run_id="e3").count() == 1
+
+
+def test_a_refused_edit_is_said_once_on_its_card_not_again_in_a_toast(people, brokerage_path, as_user):
+    """quantity 0 where the schema says > 0: one message, on the card; no flash repeating it."""
+    approval = start_waiting(people["op"], "e4")
+    body = edit(as_user("bob"), approval, symbol="ACME", side="buy", quantity="0").content.decode()
+    assert body.count("quantity: Input should be greater than 0") == 1, body
+    assert 'class="flash' not in body
 
 
 def test_a_stale_page_approving_after_someone_else_edited_gets_a_409_not_the_new_version(
@@ -121,3 +130,19 @@ def test_a_second_person_approving_an_edited_call_under_four_eyes_is_told_plainl
     assert second.status_code == 200 and "the run is queued" in body and "with your edit" not in body
     drain()
     assert [(e.quantity, e.executions) for e in PaperBrokerage().ledger()] == [(4, 1)]
+
+
+def test_the_inputs_bounds_follow_the_schema_exclusive_bounds_included():
+    """An integer above an exclusive 0 starts at 1, below an exclusive 10 ends at 9; a number keeps it."""
+    from approvals.edit_form import edit_fields
+
+    schema = {
+        "properties": {
+            "whole": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10},
+            "both": {"type": "integer", "minimum": 5, "exclusiveMinimum": 0},
+            "price": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 2.5},
+            "free": {"type": "integer"},
+        }
+    }
+    bounds = {f.name: (f.minimum, f.maximum) for f in edit_fields(schema, {})}
+    assert bounds == {"whole": ("1", "9"), "both": ("5", ""), "price": ("0.5", "2.5"), "free": ("", "")}
