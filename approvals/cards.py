@@ -29,7 +29,7 @@ from approvals.queue import (
     unknowns_page,
     unknowns_total,
 )
-from approvals.selectors import approvals_for, unknown_outcomes_for
+from approvals.selectors import approvals_for, approvals_of, unknown_outcomes_for
 from keelgate.errors import KeelgateError
 from runs.agents import lookup_label, tool_schema
 from tenants.models import ROLE_RANK, Role
@@ -65,6 +65,9 @@ class InboxEntry:
     """The proposed arguments as an "edit, then approve" form (empty when the schema is unknown)."""
     lookup: str | None = None
     """What the unknown outcome's "Check" button asks ("the brokerage"), or None."""
+    approval: Approval | None = None
+    """An unknown outcome's call as it was approved (goal, effect, who and when), or None
+    when no person approved it (the policy let it run)."""
 
     @property
     def dom_id(self) -> str:
@@ -99,8 +102,11 @@ def _edit_fields(row: Approval) -> list[EditField]:
     return edit_fields(schema, arguments if isinstance(arguments, dict) else {})
 
 
-def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
-    """An unknown outcome as a user with ``role`` in its tenant sees it."""
+def unknown_entry(
+    row: UnknownOutcome, *, role: str | None, approvals: Mapping[tuple[str, str, str], Approval] | None = None
+) -> InboxEntry:
+    """An unknown outcome as a user with ``role`` in its tenant sees it, with its call's
+    approval (from ``approvals``, read for a page at once by :func:`approvals_of`, else here)."""
     can_act = role_allows(role, Role.RECONCILER)
     label = None
     if can_act:
@@ -108,7 +114,9 @@ def unknown_entry(row: UnknownOutcome, *, role: str | None) -> InboxEntry:
             label = lookup_label(row.agent, row.tool)
         except KeelgateError:  # the agent is gone: the card shows without the button
             label = None
-    return InboxEntry("unknown", row, can_act=can_act, lookup=label)
+    found = approvals if approvals is not None else approvals_of([row])
+    approval = found.get((row.tenant_id, row.run_id, row.action_id))
+    return InboxEntry("unknown", row, can_act=can_act, lookup=label, approval=approval)
 
 
 def render_entry(
@@ -182,8 +190,9 @@ def inbox_sections(
 ) -> InboxSections:
     """The page's cards in queue order, its totals under the filter and the oldest wait.
 
-    A bounded number of queries whatever the inbox holds: two pages and two totals
-    (the page and the websocket consumer both render through this).
+    A bounded number of queries whatever the inbox holds: two pages, two totals and the
+    approvals of the unknown outcomes shown (the page and the websocket consumer both
+    render through this).
     """
     ids = list(roles)
     approvals = view.filter.approvals(approvals_for(tenant_ids=ids), now=now)
@@ -191,10 +200,11 @@ def inbox_sections(
     a_page = approvals_page(approvals, cursor=view.after)
     u_page = unknowns_page(unknowns, cursor=view.unknown_after)
     a_total, u_total = approvals_total(approvals), unknowns_total(unknowns)
+    asked = approvals_of(u_page.rows)
     waits = [at for at in (a_total.oldest, u_total.oldest) if at is not None]
     return InboxSections(
         approvals=[approval_entry(r, role=roles.get(r.tenant_id), username=username) for r in a_page.rows],
-        unknowns=[unknown_entry(r, role=roles.get(r.tenant_id)) for r in u_page.rows],
+        unknowns=[unknown_entry(r, role=roles.get(r.tenant_id), approvals=asked) for r in u_page.rows],
         approvals_page=a_page,
         unknowns_page=u_page,
         approvals_total=a_total.count,

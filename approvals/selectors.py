@@ -73,6 +73,21 @@ def unknown_outcome_get(*, tenant_ids: Iterable[str], run_id: str, action_id: st
     raise NotAnUnknownOutcomeError(f"the call {action.tool} is {action.status.value.replace('_', ' ')}")
 
 
+def approvals_of(unknowns: Iterable[UnknownOutcome]) -> dict[tuple[str, str, str], Approval]:
+    """The approvals of these unknown outcomes' calls, by (tenant, run, action), in one query:
+    an edited call's own approval, the one that let it run; none for a call no person approved."""
+    rows = list(unknowns)
+    if not rows:
+        return {}
+    found = Approval.objects.filter(
+        tenant_id__in={r.tenant_id for r in rows},
+        run_id__in={r.run_id for r in rows},
+        action_id__in={r.action_id for r in rows},
+        status=ApprovalStatus.APPROVED,
+    )
+    return {(a.tenant_id, a.run_id, a.action_id): a for a in found}
+
+
 @dataclass(frozen=True)
 class Decided:
     """One settled inbox item, as words: who did what to which call, and when."""

@@ -87,6 +87,39 @@ def test_a_lookup_that_hangs_or_raises_says_so_and_leaves_it_to_the_person(
     assert not UnknownOutcome.objects.get(pk=item.pk).settled
 
 
+def test_the_unknown_card_says_what_the_call_was_for_and_who_approved_it(people, brokerage_path, as_user):
+    """Goal, effect in words, who approved and when, as the approval card had; the why said once."""
+    item = make_unknown(people["op"], "k5")
+    approval = Approval.objects.get(tenant_id="t1", run_id="k5", action_id=item.action_id)
+    html = as_user("rita").get("/").content.decode()
+    card = html.split(f'id="item-u-{item.pk}"')[1].split("</article>")[0]
+    assert f"<strong>Goal:</strong> {approval.goal}" in card and approval.goal
+    assert f"<strong>What it was to do:</strong> {approval.impact}" in card and approval.impact
+    decided = approval.decided_at.strftime("%Y-%m-%d %H:%M")
+    assert '<strong>Approved:</strong> <span class="voter">op</span>, <time' in card and decided in card
+    assert "It is not known whether" not in card and card.count("Nobody knows whether") == 1
+
+
+def test_an_unknown_call_no_person_approved_says_so(people, as_user):
+    """A WRITE its policy let run without a person: the card says no person approved it."""
+    from datetime import UTC, datetime
+
+    row = UnknownOutcome.objects.create(
+        tenant_id="t1",
+        run_id="k6",
+        action_id="1-1",
+        agent="paper-trader",
+        tool="place_order",
+        arguments='{"symbol": "ACME"}',
+        idempotency_key="kg_k6",
+        code="tool_timeout",
+        detected_at=datetime.now(UTC),
+    )
+    card = as_user("rita").get("/").content.decode().split(f'id="item-u-{row.pk}"')[1].split("</article>")[0]
+    assert "<strong>Approved:</strong> no person: its policy let it run without one." in card
+    assert "The tool did not answer in time. Nobody knows whether" in card
+
+
 def test_a_viewer_cannot_check(people, brokerage_path, as_user):
     """The lookup is for reconcilers: 403 for a viewer, and no button on their card."""
     item = make_unknown(people["op"], "k3")
