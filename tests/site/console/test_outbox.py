@@ -105,24 +105,26 @@ async def _worker_approval_reaches_the_socket(people, worker_process) -> float:
 
 
 async def test_a_worker_process_approval_reaches_a_socket_in_this_process(people, worker_process):
-    """Default layer (in memory): the approval crosses processes through the audit chain."""
-    latency = await _worker_approval_reaches_the_socket(people, worker_process)
-    assert latency < 3.0, latency
+    """Default layer (in memory): the approval crosses processes through the audit chain.
+
+    How fast is bench 5's to say (a latency bound here fails on a loaded machine); this
+    test says that it arrives, live, without a reload."""
+    await _worker_approval_reaches_the_socket(people, worker_process)
 
 
 async def test_the_same_through_the_redis_channel_layer(people, redis_layer, worker_process):
     """With channels-redis the tailer's batch goes through Redis to the consumer."""
-    latency = await _worker_approval_reaches_the_socket(people, worker_process)
-    assert latency < 3.0, latency
+    await _worker_approval_reaches_the_socket(people, worker_process)
 
 
 async def test_postgres_wakes_the_tailer_by_notify_not_by_polling(people, worker_process, settings):
-    """On PostgreSQL the safety poll is 60 s here: an update within 2 s came through NOTIFY."""
+    """On PostgreSQL the safety poll is 60 s here: an update well within it came through NOTIFY
+    (the bound is half the poll, not a speed: a loaded machine still passes, polling never)."""
     if connection.vendor != "postgresql":
         pytest.skip("LISTEN/NOTIFY is the PostgreSQL path; SQLite polls (covered above)")
     settings.KEELGATE_OUTBOX_SAFETY_POLL_SECONDS = 60.0
     latency = await _worker_approval_reaches_the_socket(people, worker_process)
-    assert latency < 2.0, latency
+    assert latency < 30.0, latency
 
 
 async def test_two_tailers_on_a_shared_redis_group_deliver_each_change_once(waiting, people, redis_layer):
