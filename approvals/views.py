@@ -233,6 +233,9 @@ def run_cancel_view(request: HttpRequest, tenant_id: str, run_id: str) -> HttpRe
     """Cancel a run from its page (an approver); back to the page with what happened."""
     back = reverse("run", args=[tenant_id, run_id])
     note = request.POST.get("note", "")[:NOTE_MAX]
+    if request.POST.get("confirm") != "yes":  # it cannot be undone: the box says so
+        messages.warning(request, "Nothing was cancelled: tick the box to confirm that it cannot be undone.")
+        return HttpResponseRedirect(back, status=303)
     try:
         run = run_cancel(
             tenant_id=tenant_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -9,6 +10,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from audit.models import AuditEvent
+from audit.wiring import integrate_pending
 from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction, StopReason
 from runs.agents import agent_names, done_words
@@ -150,6 +153,41 @@ def run_summaries(runs: Sequence[Run]) -> list[RunSummary]:
         words, tone = run_words(run, None if text is None else LoopState.from_json(text))
         summaries.append(RunSummary(run, words, tone))
     return summaries
+
+
+@dataclass(frozen=True)
+class CancelNote:
+    """Who cancelled a run (or asked to), when, and why in their words (maybe none)."""
+
+    by: str
+    at: datetime | None
+    note: str
+
+
+def run_cancel_note(run: Run) -> CancelNote | None:
+    """The cancel of ``run`` as its audit event records it; None if nobody cancelled it."""
+    if run.status != RunStatus.CANCELLED and not run.cancel_requested_by:
+        return None
+    integrate_pending([run.tenant_id])
+    row = (
+        AuditEvent.objects.filter(
+            tenant_id=run.tenant_id, run_id=run.run_id, kind__in=("run.cancelled", "run.cancel_requested")
+        )
+        .order_by("seq")
+        .only("actor", "at", "body")
+        .first()
+    )
+    if row is None:
+        return None
+    try:
+        note = json.loads(row.body).get("note", "")
+    except (ValueError, AttributeError):
+        note = ""
+    try:
+        at: datetime | None = datetime.fromisoformat(row.at)
+    except ValueError:
+        at = None
+    return CancelNote(by=row.actor, at=at, note=note if isinstance(note, str) else "")
 
 
 def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:

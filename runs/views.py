@@ -31,6 +31,7 @@ from runs.selectors import (
     RUN_LIST,
     STOP_REASONS,
     action_stories,
+    run_cancel_note,
     run_get,
     run_page,
     run_state,
@@ -269,6 +270,7 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         "budget_stop": bool(run.stop_reason) and run.stop_reason in {r.value for r in _HIT_BY},
         "waiting": waiting,
         "words": run_words(run, state),
+        "cancelled": run_cancel_note(run),
     }
 
 

@@ -145,7 +145,7 @@ def test_a_reconcile_names_its_call_and_how_it_came(people, unknown):
 def test_a_cancel_names_the_withdrawn_calls_and_how_it_came(people, brokerage_path):
     """run.cancelled from the run page: each withdrawn call's hash, via console, the address."""
     approval = start_waiting(people["op"], "c7")
-    response = _client(people["bob"]).post("/runs/t1/c7/cancel/", {"note": "stop"})
+    response = _client(people["bob"]).post("/runs/t1/c7/cancel/", {"note": "stop", "confirm": "yes"})
     assert response.status_code == 303
     (cancelled,) = events("run.cancelled", "c7")
     assert cancelled["withdrawn"] == [approval.action_id]

@@ -413,3 +413,21 @@ def test_the_timeline_fragment_is_the_live_part_of_the_run_page(people, brokerag
     assert f'<div id="kg-since" hidden data-since="{{&quot;t1&quot;: {head}}}"></div>' in page
     assert as_user("eve").get("/runs/t1/frag/timeline/").status_code == 404
     assert Client().get("/runs/t1/frag/timeline/").status_code == 302
+
+
+def test_cancel_asks_for_a_confirmation_and_the_page_then_shows_who_and_why(people, brokerage_path, as_user):
+    """Without the ticked box nothing is cancelled; with it, the run page says who cancelled, when and why."""
+    start_waiting(people["op"], "cx")
+    bob = as_user("bob")
+    page = bob.get("/runs/t1/cx/").content.decode()
+    assert 'name="confirm" value="yes" required' in page and "cannot be resumed" in page
+    unconfirmed = bob.post("/runs/t1/cx/cancel/", {"note": "wrong symbol"}, follow=True)
+    assert "Nothing was cancelled: tick the box" in unconfirmed.content.decode()
+    assert Run.objects.get(run_id="cx").status == RunStatus.WAITING
+    bob.post("/runs/t1/cx/cancel/", {"note": "wrong <b>symbol</b>", "confirm": "yes"})
+    assert Run.objects.get(run_id="cx").status == RunStatus.CANCELLED
+    page = bob.get("/runs/t1/cx/").content.decode()
+    said = page.split('id="run-cancel-note"')[1].split("</p>")[0]
+    assert "<strong>Cancelled by bob</strong>" in said and "UTC</time>" in said
+    assert "“wrong &lt;b&gt;symbol&lt;/b&gt;”" in said  # the person's words, escaped
+    assert 'name="confirm"' not in page  # nothing left to cancel
