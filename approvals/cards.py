@@ -185,6 +185,24 @@ class InboxSections:
         return {"approvals": self.approvals_total, "unknown": self.unknowns_total}
 
 
+@dataclass(frozen=True)
+class InboxNumbers:
+    """The numbers an inbox page shows around its cards: each section's total under the
+    filter and the oldest wait (the summary line), kept current by the live stream."""
+
+    approvals_total: int
+    unknowns_total: int
+    oldest: datetime | None
+
+
+def inbox_numbers(*, tenant_ids: list[str], view: InboxView, now: datetime) -> InboxNumbers:
+    """Both totals under ``view``'s filter and the oldest wait: two queries."""
+    a_total = approvals_total(view.filter.approvals(approvals_for(tenant_ids=tenant_ids), now=now))
+    u_total = unknowns_total(view.filter.unknowns(unknown_outcomes_for(tenant_ids=tenant_ids)))
+    waits = [at for at in (a_total.oldest, u_total.oldest) if at is not None]
+    return InboxNumbers(a_total.count, u_total.count, min(waits) if waits else None)
+
+
 def inbox_sections(
     *, roles: Mapping[str, str | None], username: str, view: InboxView, now: datetime
 ) -> InboxSections:

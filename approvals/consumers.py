@@ -36,11 +36,18 @@ from django.template.loader import render_to_string
 from django.utils.timezone import now
 from pydantic import ValidationError
 
-from approvals.cards import InboxEntry, InboxView, approval_entry, inbox_sections, unknown_entry
+from approvals.cards import (
+    InboxEntry,
+    InboxView,
+    approval_entry,
+    inbox_numbers,
+    inbox_sections,
+    unknown_entry,
+)
 from approvals.events import OutboxBatch, ResumeRequest, tenant_group
 from approvals.models import Approval, ApprovalStatus, UnknownOutcome
 from approvals.outbox import OutboxTailer, read_items, tailer
-from approvals.selectors import approvals_for, inbox_counts, unknown_outcomes_for
+from approvals.selectors import approvals_for, inbox_counts, recently_decided, unknown_outcomes_for
 from audit.selectors import audit_heads
 from tenants.models import Membership
 
@@ -340,6 +347,12 @@ class InboxConsumer(AsyncWebsocketConsumer):
             # Whose logs grew, whether or not their events name a run (the audit page's tail).
             "changed_tenants": " ".join(sorted(touched)),
         }
+        if self.items:  # the numbers around the cards follow the stream too
+            context.update(
+                n=inbox_numbers(tenant_ids=list(self.tenants), view=self.view, now=now()),
+                recent=recently_decided(tenant_ids=list(self.tenants)),
+                approvals_only=self.view.filter.approvals_only,
+            )
         if self.items and full:
             sections = inbox_sections(roles=self.tenants, username=self.username, view=self.view, now=now())
             context.update({"s": sections, "approvals": sections.approvals, "unknowns": sections.unknowns})

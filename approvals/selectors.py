@@ -90,7 +90,7 @@ def approvals_of(unknowns: Iterable[UnknownOutcome]) -> dict[tuple[str, str, str
 
 @dataclass(frozen=True)
 class Decided:
-    """One settled inbox item, as words: who did what to which call, and when."""
+    """One settled inbox item, as words: who did what to which call, when, and their note."""
 
     tenant_id: str
     run_id: str
@@ -98,17 +98,28 @@ class Decided:
     verdict: str
     by: str
     at: datetime | None
+    note: str = ""
 
 
 def recently_decided(*, tenant_ids: Iterable[str], limit: int = 10) -> list[Decided]:
-    """The latest decisions of the given tenants, newest first: approvals and reconciles."""
+    """The latest decisions of the given tenants, newest first: approvals and reconciles.
+
+    An edit is one decision: the original's row says "edited, then approved"; the edited
+    call's own approval by the same person, in the same moment, is not said again."""
     ids = list(tenant_ids)
-    approvals = (
+    approvals = list(
         Approval.objects.filter(tenant_id__in=ids)
         .exclude(status=ApprovalStatus.PENDING)
         .exclude(decided_at=None)
-        .order_by("-decided_at", "-id")[:limit]
+        .order_by("-decided_at", "-id")[: 2 * limit]
     )
+
+    def key(a: Approval, action_id: str) -> tuple[str, str, str, str]:
+        return (a.tenant_id, a.run_id, action_id, a.decided_by)
+
+    edits = {key(a, a.replaced_by) for a in approvals if a.replaced_by}
+    # the edited call's approval by its editor: its note is the person's own words
+    edited = {key(a, a.action_id): _said(a) for a in approvals if key(a, a.action_id) in edits}
     found = [
         Decided(
             a.tenant_id,
@@ -117,9 +128,11 @@ def recently_decided(*, tenant_ids: Iterable[str], limit: int = 10) -> list[Deci
             "edited, then approved" if a.replaced_by else str(a.status),
             a.decided_by or "expiry",
             a.decided_at,
+            edited.get(key(a, a.replaced_by), "") if a.replaced_by else _said(a),
         )
         for a in approvals
-    ]
+        if key(a, a.action_id) not in edits
+    ][:limit]
     settled = UnknownOutcome.objects.filter(tenant_id__in=ids, settled=True).order_by("-settled_at", "-id")
     found += [
         Decided(
@@ -129,11 +142,21 @@ def recently_decided(*, tenant_ids: Iterable[str], limit: int = 10) -> list[Deci
             "settled as executed" if u.executed else "settled as not executed",
             u.settled_by,
             u.settled_at,
+            u.note,
         )
         for u in settled[:limit]
     ]
     found.sort(key=lambda d: d.at.timestamp() if d.at else 0.0, reverse=True)
     return found[:limit]
+
+
+def _said(row: Approval) -> str:
+    """The decider's own words: the decision's note, else the note of their vote."""
+    if row.note:
+        return row.note
+    votes = [v for v in row.votes or [] if isinstance(v, dict) and v.get("by") == row.decided_by]
+    note = votes[-1].get("note", "") if votes else ""
+    return note if isinstance(note, str) else ""
 
 
 def inbox_counts(*, tenant_ids: Iterable[str]) -> dict[str, int]:

@@ -11,6 +11,9 @@
   "use strict";
 
   var FLASH_KEEP = 4;
+  /* How long a message stays, by its level: long enough to read, then out of the way.
+     Every message also leaves at the person's next action (a request htmx sends). */
+  var FLASH_SECONDS = { success: 6, info: 8, warning: 12, error: 15 };
 
   /* Reconnect soon: the extension's default backoff grows to a random wait of up to 64 s,
      far too long for an operator whose decisions are paused meanwhile. Here: 0.5 to 1 s
@@ -37,6 +40,25 @@
   function pruneFlashes() {
     var area = $("flash");
     while (area && area.children.length > FLASH_KEEP) area.removeChild(area.lastElementChild);
+    if (area) Array.prototype.forEach.call(area.children, timeFlash);
+  }
+
+  function timeFlash(p) {
+    if (p.hasAttribute("data-timed")) return;
+    p.setAttribute("data-timed", "");
+    var level = ["error", "warning", "info", "success"].filter(function (l) { return p.classList.contains(l); })[0];
+    setTimeout(function () { dismissFlash(p); }, 1000 * (FLASH_SECONDS[level] || 8));
+  }
+
+  function dismissFlash(p) {
+    if (!p.parentNode || p.classList.contains("leaving")) return;
+    p.classList.add("leaving");  /* fades out (console.css), then goes */
+    setTimeout(function () { if (p.parentNode) p.parentNode.removeChild(p); }, 300);
+  }
+
+  function clearFlashes() {
+    var area = $("flash");
+    if (area) Array.prototype.slice.call(area.children).forEach(dismissFlash);
   }
 
   function setLive(state, text) {
@@ -234,7 +256,12 @@
       });
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { updateTitle(); setUpNotify(); });
+  document.addEventListener("DOMContentLoaded", function () { updateTitle(); setUpNotify(); pruneFlashes(); });
+  /* The next action sweeps the last one's messages away (its own answer brings its own). */
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail && evt.detail.elt;
+    if (elt && elt.tagName === "FORM") clearFlashes();
+  });
 
   /* Live fragments: the socket names the runs that changed and the tenants whose logs grew
      (#kg-changed); every element marked data-live-refresh re-fetches itself (its own hx-get,

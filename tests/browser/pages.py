@@ -30,13 +30,25 @@ LAPTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 
+CSP_WATCH = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  const where = `${e.sourceFile}:${e.lineNumber}`;
+  console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"} at ${where}`);
+});
+"""
+"""Every Content-Security-Policy violation said as a console error, so the page's errors
+catch it (Chromium's own report of one is not always a console message)."""
+
+
 class Watched:
-    """A page plus everything suspicious it did."""
+    """A page plus everything suspicious it did: console errors (a CSP violation among
+    them), uncaught exceptions and dialogs."""
 
     def __init__(self, page: Page) -> None:
         self.page = page
         self.errors: list[str] = []
         self.dialogs: list[str] = []
+        page.add_init_script(CSP_WATCH)
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         page.on("dialog", self._dialog)

@@ -216,3 +216,32 @@ def test_pages_reach_the_oldest_item_and_filters_fit_a_phone(server: Server, con
         alice.assert_clean()
     finally:
         server.control("drop_approvals", tool="probe_tool")
+
+
+def test_a_message_pushes_the_page_down_never_covers_a_card_and_leaves_at_the_next_action(
+    server: Server, contexts: Any
+) -> None:
+    """Approve one card: its message sits above the cards, overlapping none; approving the
+    next sweeps it away (the next answer brings its own)."""
+    pks = []
+    for run_id in ("toast-1", "toast-2"):
+        server.control("start_run", run_id=run_id)
+        pks.append(server.control("approval", run_id=run_id)["pk"])
+    alice = log_in(contexts(), server, "alice")
+    page = alice.page
+    item(page, pks[0]).get_by_role("button", name="Approve").click()
+    first = page.locator("#flash .flash", has_text="toast-1")
+    expect(first).to_be_visible()
+    toast, card = first.bounding_box(), item(page, pks[1]).bounding_box()
+    assert toast is not None and card is not None
+    assert toast["y"] + toast["height"] <= card["y"], (toast, card)  # above it, not over it
+    heading = page.locator("h1").first.bounding_box()
+    assert (
+        heading is None
+        or heading["y"] + heading["height"] <= toast["y"]
+        or toast["y"] + toast["height"] <= heading["y"]
+    )
+    item(page, pks[1]).get_by_role("button", name="Approve").click()
+    expect(page.locator("#flash .flash", has_text="toast-2")).to_be_visible()
+    expect(first).to_have_count(0)
+    alice.assert_clean()

@@ -86,3 +86,21 @@ def test_the_inbox_says_who_decided_what_recently(people, brokerage_path, as_use
     html = as_user("op").get("/").content.decode()
     assert "Recently decided" in html
     assert "denied by <strong>bob</strong>" in html and "c5</a>" in html
+
+
+def test_recently_decided_shows_the_note_and_an_edit_once(people, brokerage_path, as_user):
+    """The person's note beside their decision; an edit-then-approve is one line, not two."""
+    approval = start_waiting(people["op"], "c6")
+    approval_decide(
+        tenant_id="t1",
+        approval_id=approval.pk,
+        user=people["bob"],
+        decision="approve",
+        note="ten is too many",
+        arguments={"symbol": "ACME", "side": "buy", "quantity": 4},
+        seen=approval.arguments_hash,
+    )
+    recent = as_user("op").get("/").content.decode().split('id="inbox-recent"')[1].split("</section>")[0]
+    assert recent.count("c6</a>") == 1, recent
+    assert "edited, then approved by <strong>bob</strong>" in recent
+    assert '<q class="note">ten is too many</q>' in recent
