@@ -72,6 +72,9 @@ def test_start_a_run_from_the_console_then_cancel_it_from_its_page(
     assert server.control("run", run_id=run_id)["status"] == "waiting"
 
     page.get_by_label("Cancel this run").fill("changed my mind")
+    page.get_by_role("button", name="Cancel run").click()  # the box unticked: the browser refuses
+    assert server.control("run", run_id=run_id)["status"] == "waiting"
+    page.get_by_label("I understand a cancelled run cannot be resumed").check()
     page.get_by_role("button", name="Cancel run").click()
     expect(page.locator("#flash")).to_contain_text("Cancelled: the run will not continue")
     expect(page.locator("#run-status-value")).to_have_text("cancelled")
@@ -79,6 +82,8 @@ def test_start_a_run_from_the_console_then_cancel_it_from_its_page(
         "withdrawn: run cancelled by alice"
     )
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
+    expect(page.locator("#run-cancel-note")).to_contain_text("Cancelled by alice")
+    expect(page.locator("#run-cancel-note")).to_contain_text("“changed my mind”")
     found = server.control("run", run_id=run_id)
     assert found["status"] == "cancelled" and found["stop_reason"] == "cancelled"
     assert server.control("approval", run_id=run_id)["status"] != "pending"
