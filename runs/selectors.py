@@ -13,6 +13,7 @@ from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction, StopReason
 from runs.agents import agent_names, done_words
 from runs.models import Checkpoint, Run, RunStatus
+from runs.outcomes import RunOutcome
 from sitekit.errors import NotFoundError
 from sitekit.paging import Filter, Keyset, Listing, Page, one_of
 
@@ -29,10 +30,11 @@ RUN_LIST = Listing(
     Filter("status", parse=one_of(lambda: [s.value for s in RunStatus])),
     Filter("agent", parse=one_of(agent_names)),
     Filter("stop_reason", parse=one_of(lambda: [r.value for r in StopReason])),
+    Filter("outcome", parse=one_of(lambda: list(RunOutcome.values))),
     Filter("q", "run_id", "goal", lookup="icontains", parse=_search),
 )
-"""The runs, newest first, by status, agent and stop reason; ``q`` is found in the run id or
-the goal. The console's list and the API's read it, each through one selector below."""
+"""The runs, newest first, by status, agent, stop reason and outcome; ``q`` is found in the
+run id or the goal. The console's list and the API's read it, each through one selector below."""
 
 
 def runs_for(
@@ -41,10 +43,11 @@ def runs_for(
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
+    outcome: str | None = None,
     q: str | None = None,
 ) -> QuerySet[Run]:
     """Runs of the given tenants, newest first, filtered (:data:`RUN_LIST`)."""
-    filters = {"status": status, "agent": agent, "stop_reason": stop_reason, "q": q}
+    filters = {"status": status, "agent": agent, "stop_reason": stop_reason, "outcome": outcome, "q": q}
     return RUN_LIST.filtered(Run.objects.filter(tenant_id__in=list(tenant_ids)), filters)
 
 
@@ -64,6 +67,7 @@ def run_rows_page(
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
+    outcome: str | None = None,
     cursor: str | None,
     limit: int,
 ) -> Page[dict[str, Any]]:
@@ -72,7 +76,7 @@ def run_rows_page(
     return RUN_LIST.values_page(
         columns,
         scope={"tenant_id__in": list(tenant_ids)},
-        values={"status": status, "agent": agent, "stop_reason": stop_reason},
+        values={"status": status, "agent": agent, "stop_reason": stop_reason, "outcome": outcome},
         cursor=cursor,
         limit=limit,
     )

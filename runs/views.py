@@ -27,6 +27,8 @@ from runs.agents import agent_names
 from runs.engine.stores import DjangoCheckpointStore
 from runs.forms import LIMIT_FIELDS, StartForm, parse_limits
 from runs.models import Run, RunStatus
+from runs.outcomes import RunOutcome
+from runs.presentation import OUTCOME_WORDS, outcome_story
 from runs.selectors import (
     RUN_LIST,
     STOP_REASONS,
@@ -62,6 +64,7 @@ class ListFilters:
     status: str = ""
     agent: str = ""
     stop_reason: str = ""
+    outcome: str = ""
     q: str = ""
     cursor: str = ""
 
@@ -73,7 +76,13 @@ class ListFilters:
     @property
     def chosen(self) -> dict[str, str]:
         """The filters by name, as :data:`runs.selectors.RUN_LIST` takes them ("" is none)."""
-        return {"status": self.status, "agent": self.agent, "stop_reason": self.stop_reason, "q": self.q}
+        return {
+            "status": self.status,
+            "agent": self.agent,
+            "stop_reason": self.stop_reason,
+            "outcome": self.outcome,
+            "q": self.q,
+        }
 
     def query(self, *, cursor: str | None = None) -> str:
         """The filters as a query string (and a page's cursor, if given)."""
@@ -105,7 +114,9 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
     start = start or (StartForm.blank(agents=agents) if starters else None)
     return {
         "since_json": since_json,
-        "summaries": run_summaries(page.rows),
+        "summaries": [
+            (summary, OUTCOME_WORDS.get(summary.run.outcome)) for summary in run_summaries(page.rows)
+        ],
         "filters": filters,
         "query": filters.query(),
         "rows_query": filters.query(cursor=filters.cursor),
@@ -113,6 +124,7 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
         "statuses": [s.value for s in RunStatus],
         "agents": agents,
         "reasons": [r.value for r in StopReason],
+        "outcomes": [(o.value, OUTCOME_WORDS[o].badge) for o in RunOutcome],
         "several_tenants": len(ids) > 1,
         "starters": starters,
         "start": start,
@@ -269,6 +281,7 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         "budget_stop": bool(run.stop_reason) and run.stop_reason in {r.value for r in _HIT_BY},
         "waiting": waiting,
         "words": run_words(run, state),
+        "story": outcome_story(run, state),
     }
 
 
@@ -283,6 +296,7 @@ def _timeline_context(run: Run) -> dict[str, Any]:
         "stories": action_stories(entries),
         "checkpoints": entries,
         "truncated": first > 0,
+        "story": outcome_story(run, state),
     }
 
 
