@@ -13,6 +13,7 @@ import re
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from prometheus_client import REGISTRY
 
 from approvals.models import UnknownOutcome
 from audit.models import AuditEvent
@@ -133,6 +134,21 @@ def test_every_outcome_is_the_runs_field_and_its_filter(client, ended):
     assert (
         items["r-budget"]["stop_reason"] == "max_iterations" and items["r-failed"]["stop_reason"] == "error"
     )
+
+
+def test_each_run_that_ends_counts_once_under_its_outcome(client, agents, brokerage_path):
+    """``keelgate_runs_finished_total{outcome}``: one per ending, counted as its event commits."""
+
+    def counts() -> dict[str, float]:
+        return {
+            o: REGISTRY.get_sample_value("keelgate_runs_finished_total", {"outcome": o}) or 0.0
+            for o in RunOutcome.values
+        }
+
+    before = counts()
+    _drive_every_outcome(client)
+    after = counts()
+    assert {o: after[o] - before[o] for o in RunOutcome.values} == dict.fromkeys(RunOutcome.values, 1.0)
 
 
 def test_an_unknown_outcome_filter_is_422_invalid_input(client):

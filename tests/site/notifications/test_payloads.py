@@ -80,8 +80,15 @@ def test_every_event_reaches_the_receiver_signed_with_its_fields(operator, broke
         "executed",
         "op",
     )
-    finished = sorted((p["data"]["run_id"], p["data"]["status"]) for p in got["run.finished"])
-    assert finished == [("r-deny", "done"), ("r-ok", "done"), ("r-unk", "done")]
+    finished = sorted(
+        (p["data"]["run_id"], p["data"]["status"], p["data"]["outcome"], p["data"]["reason"])
+        for p in got["run.finished"]
+    )
+    assert finished == [  # a denial is the loop's goal_reached, and the outcome says what happened
+        ("r-deny", "done", "denied", "goal_reached"),
+        ("r-ok", "done", "completed", "goal_reached"),
+        ("r-unk", "done", "completed", "goal_reached"),
+    ]
     (expiring,) = got["approval.expiring"]
     assert expiring["data"]["run_id"] == "r-exp" and expiring["data"]["expires_at"]
     assert expiring["data"]["escalates_to"] == "admin"
