@@ -20,7 +20,7 @@ from runs.models import Run
 from runs.outcomes import Edit, RunOutcome, deciding_call, edits_of
 from runs.selectors import BUDGET_WORDS, STOP_REASONS
 
-__all__ = ["OUTCOME_WORDS", "OutcomeStory", "OutcomeWords", "edit_words", "outcome_story"]
+__all__ = ["OUTCOME_WORDS", "OutcomeStory", "OutcomeWords", "edit_words", "outcome_story", "outcome_words"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,14 @@ OUTCOME_WORDS: Mapping[str, OutcomeWords] = {
 """Each outcome's words (``tests/site/runs/test_outcomes.py`` checks every one has them)."""
 
 
+def outcome_words(outcome: str) -> OutcomeWords | None:
+    """The words of ``outcome`` (a row's column); None for none; a name this version does not
+    know still shows, as itself."""
+    if not outcome:
+        return None
+    return OUTCOME_WORDS.get(outcome) or OutcomeWords(outcome, "bad", "")
+
+
 @dataclass(frozen=True)
 class OutcomeStory:
     """One run's outcome, told: badge, tone, a sentence, who and why, and the edits."""
@@ -84,7 +92,8 @@ def outcome_story(run: Run, state: LoopState | None) -> OutcomeStory | None:
     """What happened in ``run`` (its latest ``state``), or None while it has not ended."""
     if not run.outcome:
         return None
-    words = OUTCOME_WORDS.get(run.outcome) or OutcomeWords(run.outcome, "bad", "")
+    words = outcome_words(run.outcome)
+    assert words is not None  # the run has an outcome
     by, note = None, None
     edits = edits_of(state)
     outcome = run.outcome

@@ -164,7 +164,7 @@ def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:
     status = run.status
     if status == RunStatus.DONE:
         if not calls:
-            return "goal reached", "ok"
+            return "completed", "ok"  # no call changed anything: nothing else to tell
         return told, "ok" if all(tone == "ok" for _, tone in calls) else "bad"
     if status == RunStatus.CANCELLED:
         who = run.cancel_requested_by or next(

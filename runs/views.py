@@ -28,7 +28,7 @@ from runs.engine.stores import DjangoCheckpointStore
 from runs.forms import LIMIT_FIELDS, StartForm, parse_limits
 from runs.models import Run, RunStatus
 from runs.outcomes import RunOutcome
-from runs.presentation import OUTCOME_WORDS, outcome_story
+from runs.presentation import OUTCOME_WORDS, outcome_story, outcome_words
 from runs.selectors import (
     RUN_LIST,
     STOP_REASONS,
@@ -114,9 +114,7 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
     start = start or (StartForm.blank(agents=agents) if starters else None)
     return {
         "since_json": since_json,
-        "summaries": [
-            (summary, OUTCOME_WORDS.get(summary.run.outcome)) for summary in run_summaries(page.rows)
-        ],
+        "summaries": [(summary, outcome_words(summary.run.outcome)) for summary in run_summaries(page.rows)],
         "filters": filters,
         "query": filters.query(),
         "rows_query": filters.query(cursor=filters.cursor),

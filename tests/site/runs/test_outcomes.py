@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from audit.models import AuditEvent
+from audit.presentation import event_words
 from keelgate.checkpoint import CheckpointCodec
 from keelgate.gateway import SideEffect
 from keelgate.loop import ActionOutcome, ActionStatus, ApprovalState, ApprovalVote, LoopState, PlannedAction
@@ -145,6 +146,43 @@ def test_the_one_status_writer_stores_the_outcome_with_an_ending_move_only(opera
     assert json.loads(last.body) == {"run_id": "m1", "status": "stopped", "outcome": "budget_stop"}
     run_resume(tenant_id="t1", run_id="m1", user=operator)
     assert Run.objects.get(run_id="m1").outcome == ""
+
+
+def test_pages_survive_a_run_cancelled_before_it_started_and_an_outcome_this_version_does_not_know(
+    operator,
+):
+    """No checkpoint: the cancel's note comes from the log; an unknown name shows as itself."""
+    from django.test import Client
+
+    from approvals.services import run_cancel
+
+    run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="early")
+    run_cancel(tenant_id="t1", run_id="early", user=operator, note="changed my mind")
+    assert Run.objects.get(run_id="early").outcome == "cancelled"
+    Run.objects.create(
+        tenant_id="t1",
+        run_id="odd",
+        agent="paper-trader",
+        goal="g",
+        as_of=AT,
+        status="done",
+        outcome="later_name",
+    )
+    client = Client()
+    client.force_login(operator)
+    page = client.get("/runs/t1/early/").content.decode()
+    assert 'data-outcome="cancelled"' in page and "Cancelled by op." in page and "changed my mind" in page
+    assert 'data-outcome="later_name">later_name<' in client.get("/runs/t1/odd/").content.decode()
+    listed = client.get("/runs/").content.decode()
+    assert (
+        'data-outcome="later_name">later_name<' in listed and 'data-outcome="cancelled">cancelled<' in listed
+    )
+
+
+def test_the_audit_page_says_the_outcome_of_an_ending_move():
+    """The log's words for ``run.status`` name the outcome when the event carries one."""
+    body = {"run_id": "r", "status": "done", "reason": "goal_reached", "outcome": "denied"}
+    assert event_words("run.status", body) == "Run is now done (goal_reached); outcome denied."
 
 
 # -- the migration ---------------------------------------------------------------------------
