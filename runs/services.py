@@ -7,7 +7,9 @@ chain says who moved which run where, and why. A new run is born QUEUED
 (``run.requested``); a person's resume (``run.resumed``) and cancel (``run.cancelled``,
 in ``approvals.services``) move it through :func:`run_move` like every other mover.
 ``tests/site/runs/test_one_status_writer.py`` scans the site for any other writer. A run
-that becomes runnable is announced on ``runs.signals.run_queued`` after the commit.
+that becomes runnable is announced on ``runs.signals.run_queued`` after the commit. A move
+that ends a run names its outcome (``runs.outcomes``), which goes with the status into the
+row and the event.
 """
 
 from __future__ import annotations
