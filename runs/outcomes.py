@@ -54,7 +54,7 @@ __all__ = [
 
 
 class RunOutcome(models.TextChoices):
-    """What happened in a run that ended (the table above)."""
+    """What happened in a run that ended (when each applies: the ``runs.outcomes`` module)."""
 
     COMPLETED = "completed", "Completed"
     COMPLETED_WITH_EDIT = "completed_with_edit", "Completed with an edit"
