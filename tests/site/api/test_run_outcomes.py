@@ -16,13 +16,13 @@ from django.test import Client
 from prometheus_client import REGISTRY
 
 from approvals.models import UnknownOutcome
-from audit.models import AuditEvent
 from keelgate.loop import Plan, PlanRequest
 from runs.agents import Agent
 from runs.agents.brokerage import PaperBrokerage
 from runs.agents.paper_trader import build_agent
 from runs.models import Run
 from runs.outcomes import RunOutcome
+from tests.site._audit import logged
 from tests.site.api.conftest import drain
 
 ORDER = {"agent": "paper-trader", "goal": "buy 20 ACME"}
@@ -201,7 +201,7 @@ def test_the_chain_records_each_outcome_with_the_move_that_ended_the_run(client,
     """Each ending ``run.status`` event carries the outcome; the other moves carry none."""
     import json
 
-    events = [json.loads(e.body) for e in AuditEvent.objects.filter(tenant_id="t1", kind="run.status")]
+    events = [json.loads(e.body) for e in logged().filter(tenant_id="t1", kind="run.status")]
     ending = {e["run_id"]: e["outcome"] for e in events if e["status"] in ("done", "cancelled", "stopped")}
     assert ending == ended
     assert all("outcome" not in e for e in events if e["status"] in ("queued", "running", "waiting"))

@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from audit.models import AuditEvent
 from audit.presentation import event_words
 from keelgate.checkpoint import CheckpointCodec
 from keelgate.gateway import SideEffect
@@ -20,6 +19,7 @@ from runs.models import Run, RunStatus
 from runs.outcomes import ENDED, RunOutcome, edits_of, run_outcome
 from runs.presentation import OUTCOME_WORDS, edit_words
 from runs.services import run_move, run_resume, run_start
+from tests.site._audit import logged
 
 AT = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -142,7 +142,7 @@ def test_the_one_status_writer_stores_the_outcome_with_an_ending_move_only(opera
     assert Run.objects.get(run_id="m1").status == RunStatus.QUEUED
     assert run_move(tenant_id="t1", run_id="m1", to=RunStatus.STOPPED, actor="w", outcome="budget_stop")
     assert Run.objects.get(run_id="m1").outcome == "budget_stop"
-    last = AuditEvent.objects.filter(tenant_id="t1", kind="run.status").order_by("-pk").first()
+    last = logged().filter(tenant_id="t1", kind="run.status").order_by("-seq").first()
     assert json.loads(last.body) == {"run_id": "m1", "status": "stopped", "outcome": "budget_stop"}
     run_resume(tenant_id="t1", run_id="m1", user=operator)
     assert Run.objects.get(run_id="m1").outcome == ""
