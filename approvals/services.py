@@ -38,6 +38,7 @@ from runs.agents import load_agent
 from runs.agents.lookups import LookupResult, lookup_call
 from runs.engine.loops import build_loop, commit_group
 from runs.models import Run, RunStatus
+from runs.outcomes import RunOutcome
 from runs.services import run_move, run_requeue
 from sitekit.commits import DjangoCommitGroup
 from sitekit.db import unique_or_none
@@ -258,6 +259,7 @@ def run_cancel(
             reason="cancelled",
             expect={"status__in": CANCELLABLE},
             stop_reason="cancelled",
+            outcome=RunOutcome.CANCELLED,
         )
         run.refresh_from_db()
     return run

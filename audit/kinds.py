@@ -99,6 +99,9 @@ _KINDS = (
             **_RUN,
             "status": "The status it moved to.",
             "reason": "Why: `claimed`, `resumed`, `cancelled`, ...",
+            "outcome": "What happened, when the run ended (done, cancelled, stopped): `completed`,"
+            " `completed_with_edit`, `denied`, `abandoned_unknown_outcome`, `failed`, `budget_stop`,"
+            " `cancelled` (`runs.outcomes`); absent for any other move.",
         },
     ),
     EventKind(

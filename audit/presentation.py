@@ -177,7 +177,8 @@ def _started(b: _Body) -> str:
 
 def _status(b: _Body) -> str:
     reason = f" ({b.text('reason')})" if b.has("reason") else ""
-    return f"Run is now {b.text('status')}{reason}."
+    outcome = f"; outcome {b.text('outcome')}" if b.has("outcome") else ""
+    return f"Run is now {b.text('status')}{reason}{outcome}."
 
 
 def _resumed(b: _Body) -> str:

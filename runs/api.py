@@ -16,6 +16,7 @@ from ninja import Header, Path, Query, Router, Status
 from keelgate.loop import StopReason
 from runs.idempotency_keys import run_start_once
 from runs.models import RunStatus
+from runs.outcomes import RunOutcome
 from runs.schemas import (
     AGENT,
     RUN_ID,
@@ -89,7 +90,11 @@ def start_run(
     "/runs",
     response=responses({200: RunPageOut}, READ_ERRORS),
     summary="List runs",
-    description="The tenant's runs, newest first, filtered; cursor-paginated (`invalid_cursor` is 422).",
+    description=(
+        "The tenant's runs, newest first, filtered by status, agent, stop reason and outcome; "
+        "cursor-paginated (`invalid_cursor` is 422; a value a filter does not know is 422 "
+        "`invalid_input` naming it)."
+    ),
 )
 # Optional query parameters are typed without ``| None``: the OpenAPI schema then says
 # "string" (a query value is never JSON null), and None still means absent.
@@ -98,6 +103,7 @@ def list_runs(
     status: Annotated[RunStatus, Query(None)] = None,
     agent: Annotated[str, Query(None, pattern=AGENT, max_length=64)] = None,  # noqa: RUF013
     stop_reason: Annotated[StopReason, Query(None)] = None,
+    outcome: Annotated[RunOutcome, Query(None, description="What happened (runs that ended).")] = None,
     cursor: Annotated[str, Query(None, pattern=CURSOR, description="From `next_cursor`.")] = None,  # noqa: RUF013
     limit: Annotated[int, Query(50, ge=1, le=200)] = 50,
     tenant: TenantQuery = None,
@@ -109,6 +115,7 @@ def list_runs(
         status=status.value if status else None,
         agent=agent,
         stop_reason=stop_reason.value if stop_reason else None,
+        outcome=outcome.value if outcome else None,
         cursor=cursor,
         limit=limit,
     )

@@ -51,6 +51,9 @@ class Run(models.Model):
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.QUEUED)
     phase = models.CharField(max_length=16, default="plan")
     stop_reason = models.CharField(max_length=32, blank=True)
+    outcome = models.CharField(max_length=32, blank=True, default="")
+    """What happened, once the run ended (``runs.outcomes.RunOutcome``); empty while it has not.
+    Written with the status, by ``runs.services.run_move``."""
     error_code = models.CharField(max_length=64, blank=True)
     limits = models.JSONField(default=dict)
     pending_limits = models.JSONField(null=True, blank=True)
@@ -76,6 +79,7 @@ class Run(models.Model):
             models.Index(fields=["tenant_id", "status", "-updated_at"], name="run_list"),
             models.Index(fields=["tenant_id", "-created_at"], name="run_recent"),
             models.Index(fields=["status", "lease_expires_at"], name="run_claim"),
+            models.Index(fields=["tenant_id", "outcome", "-created_at"], name="run_outcome"),
         ]
 
     def __str__(self) -> str:

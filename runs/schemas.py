@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from keelgate.loop import LoopState, PlannedAction, StopReason
 from runs.models import Run, RunStatus
+from runs.outcomes import RunOutcome
+from runs.presentation import outcome_story
 from runs.selectors import TimelineEntry
 from sitekit.api import ACTION_ID, INPUT, JSON_INTEGER, NO_NUL, RUN_ID, json_value
 
@@ -26,6 +28,8 @@ __all__ = [
     "ActionOut",
     "CheckpointOut",
     "CheckpointPageOut",
+    "EditOut",
+    "OutcomeDetailOut",
     "RunDetailOut",
     "RunOut",
     "RunPageOut",
@@ -144,7 +148,15 @@ class RunOut(BaseModel):
     goal: str
     status: RunStatus
     phase: str
-    stop_reason: StopReason | None
+    stop_reason: StopReason | None = Field(
+        description="Why the engine's loop stopped (`goal_reached`: the planner gave its final answer, "
+        "which it also does after a denial). What became of the work is `outcome`."
+    )
+    outcome: RunOutcome | None = Field(
+        description="What really happened, once the run ended (done, cancelled or stopped); null "
+        "while it is queued, running or waiting: completed, completed_with_edit, denied, "
+        "abandoned_unknown_outcome, failed, budget_stop, cancelled."
+    )
     error_code: str | None
     resumable: bool = Field(description="A stopped run (budget or error) can be resumed.")
     iteration: int
@@ -206,10 +218,38 @@ class ErrorInfoOut(BaseModel):
     detail: str
 
 
+class ChangeOut(BaseModel):
+    """One field a person changed: what the agent proposed, what ran."""
+
+    old: Any
+    new: Any
+
+
+class EditOut(BaseModel):
+    """A person's edit of a call that ran (arguments untrusted, as the actions' are)."""
+
+    action_id: str = Field(description="The edited call, the one that ran.")
+    replaces: str = Field(description="The proposal it replaced (denied as edited).")
+    tool: str
+    by: str
+    changes: dict[str, ChangeOut]
+    words: str = Field(description='The edit in words: "alice changed quantity from 20 to 15".')
+
+
+class OutcomeDetailOut(BaseModel):
+    """The run's outcome, told: who decided it and why, and each edit."""
+
+    summary: str = Field(description='In a sentence: "Denied by bob: place_order never ran."')
+    by: str | None = Field(description="The person who denied, cancelled or settled it, if one did.")
+    note: str | None = Field(description="Their note, if any. Untrusted text.")
+    edits: list[EditOut]
+
+
 class RunDetailOut(RunOut):
     """A run with its latest state: actions, final answer, error."""
 
     trace_id: str
+    outcome_detail: OutcomeDetailOut | None = Field(description="The outcome told; null with no outcome.")
     final_answer: str | None = Field(description="The agent's answer. Untrusted text.")
     error: ErrorInfoOut | None
     actions: list[ActionOut]
@@ -277,6 +317,7 @@ RUN_OUT_COLUMNS = (
     "status",
     "phase",
     "stop_reason",
+    "outcome",
     "error_code",
     "iteration",
     "usage",
@@ -297,6 +338,7 @@ def _run_fields(run: Mapping[str, Any]) -> dict[str, Any]:
         "status": run["status"],
         "phase": run["phase"],
         "stop_reason": run["stop_reason"] or None,
+        "outcome": run["outcome"] or None,
         "error_code": run["error_code"] or None,
         "resumable": run["status"] == RunStatus.STOPPED,
         "iteration": run["iteration"],
@@ -371,12 +413,31 @@ def run_detail_out(run: Run, state: LoopState | None) -> RunDetailOut:
     return RunDetailOut(
         **fields,
         trace_id=run.trace_id,
+        outcome_detail=_outcome_detail(run, state),
         final_answer=state.final_answer if state else None,
         error=None
         if state is None or state.error is None
         else ErrorInfoOut(code=state.error.code, message=state.error.message, detail=state.error.detail),
         actions=[action_out(a) for a in state.actions] if state else [],
     )
+
+
+def _outcome_detail(run: Run, state: LoopState | None) -> OutcomeDetailOut | None:
+    story = outcome_story(run, state)
+    if story is None:
+        return None
+    edits = [
+        EditOut(
+            action_id=e.action_id,
+            replaces=e.replaces,
+            tool=e.tool,
+            by=e.by,
+            changes={name: ChangeOut(old=old, new=new) for name, old, new in e.changes},
+            words=words,
+        )
+        for e, words in zip(story.edits, story.edit_lines, strict=True)
+    ]
+    return OutcomeDetailOut(summary=story.sentence, by=story.by, note=story.note, edits=edits)
 
 
 def checkpoint_out(entry: TimelineEntry) -> CheckpointOut:

@@ -16,6 +16,7 @@ from keelgate.gateway import SideEffect
 from keelgate.loop import ActionStatus, LoopState, PlannedAction, StopReason
 from runs.agents import agent_names, done_words
 from runs.models import Checkpoint, Run, RunStatus
+from runs.outcomes import RunOutcome
 from sitekit.errors import NotFoundError
 from sitekit.paging import Filter, Keyset, Listing, Page, one_of
 
@@ -32,10 +33,11 @@ RUN_LIST = Listing(
     Filter("status", parse=one_of(lambda: [s.value for s in RunStatus])),
     Filter("agent", parse=one_of(agent_names)),
     Filter("stop_reason", parse=one_of(lambda: [r.value for r in StopReason])),
+    Filter("outcome", parse=one_of(lambda: list(RunOutcome.values))),
     Filter("q", "run_id", "goal", lookup="icontains", parse=_search),
 )
-"""The runs, newest first, by status, agent and stop reason; ``q`` is found in the run id or
-the goal. The console's list and the API's read it, each through one selector below."""
+"""The runs, newest first, by status, agent, stop reason and outcome; ``q`` is found in the
+run id or the goal. The console's list and the API's read it, each through one selector below."""
 
 
 def runs_for(
@@ -44,10 +46,11 @@ def runs_for(
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
+    outcome: str | None = None,
     q: str | None = None,
 ) -> QuerySet[Run]:
     """Runs of the given tenants, newest first, filtered (:data:`RUN_LIST`)."""
-    filters = {"status": status, "agent": agent, "stop_reason": stop_reason, "q": q}
+    filters = {"status": status, "agent": agent, "stop_reason": stop_reason, "outcome": outcome, "q": q}
     return RUN_LIST.filtered(Run.objects.filter(tenant_id__in=list(tenant_ids)), filters)
 
 
@@ -67,6 +70,7 @@ def run_rows_page(
     status: str | None = None,
     agent: str | None = None,
     stop_reason: str | None = None,
+    outcome: str | None = None,
     cursor: str | None,
     limit: int,
 ) -> Page[dict[str, Any]]:
@@ -75,7 +79,7 @@ def run_rows_page(
     return RUN_LIST.values_page(
         columns,
         scope={"tenant_id__in": list(tenant_ids)},
-        values={"status": status, "agent": agent, "stop_reason": stop_reason},
+        values={"status": status, "agent": agent, "stop_reason": stop_reason, "outcome": outcome},
         cursor=cursor,
         limit=limit,
     )
@@ -198,7 +202,7 @@ def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:
     status = run.status
     if status == RunStatus.DONE:
         if not calls:
-            return "goal reached", "ok"
+            return "completed", "ok"  # no call changed anything: nothing else to tell
         return told, "ok" if all(tone == "ok" for _, tone in calls) else "bad"
     if status == RunStatus.CANCELLED:
         who = run.cancel_requested_by or next(

@@ -7,7 +7,9 @@ chain says who moved which run where, and why. A new run is born QUEUED
 (``run.requested``); a person's resume (``run.resumed``) and cancel (``run.cancelled``,
 in ``approvals.services``) move it through :func:`run_move` like every other mover.
 ``tests/site/runs/test_one_status_writer.py`` scans the site for any other writer. A run
-that becomes runnable is announced on ``runs.signals.run_queued`` after the commit.
+that becomes runnable is announced on ``runs.signals.run_queued`` after the commit. A move
+that ends a run names its outcome (``runs.outcomes``), which goes with the status into the
+row and the event.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from keelgate.loop import LoopLimits, LoopState, StopReason
 from runs import postgresql
 from runs.agents import load_agent
 from runs.models import Checkpoint, Run, RunStatus
+from runs.outcomes import ENDED, RunOutcome, run_outcome
 from runs.signals import run_queued
 from sitekit.commits import DjangoCommitGroup
 from sitekit.db import unique_or_none
@@ -61,6 +64,7 @@ def run_move(
     reason: str = "",
     expect: Mapping[str, Any] | None = None,
     group: DjangoCommitGroup | None = None,
+    outcome: str | None = None,
     **fields: Any,
 ) -> bool:
     """Move one run to status ``to`` (writing ``fields`` too) while its row matches ``expect``.
@@ -70,11 +74,20 @@ def run_move(
     longer matches, nothing is written and the answer is False. The ``run.status``
     audit event commits with the move, inside the caller's transaction if there is one.
 
+    ``outcome``: what happened (``runs.outcomes.run_outcome``), required for a status in
+    which a run has ended (done, cancelled, stopped) and written to the row and the event;
+    any other move clears it (a resumed run has no outcome until it ends again).
+
     ``group`` (a commit group whose transaction is open): the move goes through its row
     writer, on PostgreSQL with the writes waiting in it, and its audit event waits for
     its next round trip, as the engine's own writes do.
     """
-    values = {"status": to, "updated_at": timezone.now(), **fields}
+    ended = to in ENDED
+    if ended and outcome not in RunOutcome.values:
+        raise ValueError(f"a run moved to {to} needs its outcome, not {outcome!r}")
+    if not ended and outcome:
+        raise ValueError(f"a run moved to {to} has not ended: it has no outcome")
+    values = {"status": to, "updated_at": timezone.now(), "outcome": outcome or "", **fields}
     where = {"tenant_id": tenant_id, "run_id": run_id, **(expect or {})}
     with group.write() if group is not None else transaction.atomic(savepoint=False):
         if group is not None:
@@ -85,6 +98,8 @@ def run_move(
             body = {"run_id": run_id, "status": str(to)}
             if reason:
                 body["reason"] = reason
+            if ended:
+                body["outcome"] = str(outcome)
             audit_log(group=group).record(tenant_id, actor=actor, kind="run.status", body=body)
             if to == RunStatus.QUEUED:
                 _announce_queued(tenant_id, run_id)
@@ -253,6 +268,7 @@ def run_record_tick(*, state: LoopState, agent: str, stop_reason: StopReason) ->
         "iteration": state.iteration,
         "seq": state.seq,
     }
+    outcome = run_outcome(status=status, stop_reason=stop_reason.value, state=state) or None
     with transaction.atomic():
         _, created = Run.objects.get_or_create(
             tenant_id=state.tenant_id,
@@ -265,6 +281,7 @@ def run_record_tick(*, state: LoopState, agent: str, stop_reason: StopReason) ->
             to=status,
             actor="monitor",
             reason=stop_reason.value,
+            outcome=outcome,
             **({} if created else fields),
         )
 

@@ -27,6 +27,8 @@ from runs.agents import agent_names
 from runs.engine.stores import DjangoCheckpointStore
 from runs.forms import LIMIT_FIELDS, StartForm, parse_limits
 from runs.models import Run, RunStatus
+from runs.outcomes import RunOutcome
+from runs.presentation import OUTCOME_WORDS, outcome_story, outcome_words
 from runs.selectors import (
     RUN_LIST,
     STOP_REASONS,
@@ -63,6 +65,7 @@ class ListFilters:
     status: str = ""
     agent: str = ""
     stop_reason: str = ""
+    outcome: str = ""
     q: str = ""
     cursor: str = ""
 
@@ -74,7 +77,13 @@ class ListFilters:
     @property
     def chosen(self) -> dict[str, str]:
         """The filters by name, as :data:`runs.selectors.RUN_LIST` takes them ("" is none)."""
-        return {"status": self.status, "agent": self.agent, "stop_reason": self.stop_reason, "q": self.q}
+        return {
+            "status": self.status,
+            "agent": self.agent,
+            "stop_reason": self.stop_reason,
+            "outcome": self.outcome,
+            "q": self.q,
+        }
 
     def query(self, *, cursor: str | None = None) -> str:
         """The filters as a query string (and a page's cursor, if given)."""
@@ -106,7 +115,7 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
     start = start or (StartForm.blank(agents=agents) if starters else None)
     return {
         "since_json": since_json,
-        "summaries": run_summaries(page.rows),
+        "summaries": [(summary, outcome_words(summary.run.outcome)) for summary in run_summaries(page.rows)],
         "filters": filters,
         "query": filters.query(),
         "rows_query": filters.query(cursor=filters.cursor),
@@ -114,6 +123,7 @@ def _list_context(request: HttpRequest, start: StartForm | None = None) -> dict[
         "statuses": [s.value for s in RunStatus],
         "agents": agents,
         "reasons": [r.value for r in StopReason],
+        "outcomes": [(o.value, OUTCOME_WORDS[o].badge) for o in RunOutcome],
         "several_tenants": len(ids) > 1,
         "starters": starters,
         "start": start,
@@ -271,6 +281,7 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         "waiting": waiting,
         "words": run_words(run, state),
         "cancelled": run_cancel_note(run),
+        "story": outcome_story(run, state),
     }
 
 
@@ -285,6 +296,7 @@ def _timeline_context(run: Run) -> dict[str, Any]:
         "stories": action_stories(entries),
         "checkpoints": entries,
         "truncated": first > 0,
+        "story": outcome_story(run, state),
     }
 
 

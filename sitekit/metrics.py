@@ -7,7 +7,7 @@ there before anything imports prometheus-client), and ``/metrics`` adds up every
 process's files. Counters of what the audit chain records (runs started and stopped,
 decisions, appends) are counted when the append commits, so they equal the chain.
 The gauges of what waits are read from the database at scrape time instead
-(``keelgate_site.metrics``). Labels are bounded: event kinds, stop reasons, decisions,
+(``keelgate_site.metrics``). Labels are bounded: event kinds, stop reasons, outcomes, decisions,
 registered tools, never a run, user or tenant id.
 """
 
@@ -24,6 +24,7 @@ __all__ = [
     "DECISIONS",
     "FENCED_WRITES_REFUSED",
     "LEASE_LOSSES",
+    "RUNS_FINISHED",
     "RUNS_STARTED",
     "RUN_STOPS",
     "STEP_SECONDS",
@@ -33,6 +34,13 @@ __all__ = [
 ]
 
 RUNS_STARTED = Counter("keelgate_runs_started", "Runs started (run.started appended).")
+RUNS_FINISHED = Counter(
+    "keelgate_runs_finished",
+    "Runs that ended (done, cancelled or stopped), by what happened: completed, completed_with_edit,"
+    " denied, abandoned_unknown_outcome, failed, budget_stop, cancelled (a stopped run resumed and"
+    " ended again counts again).",
+    ["outcome"],
+)
 RUN_STOPS = Counter(
     "keelgate_run_stops",
     "Times a run stopped, by stop reason (a wait for approval is a stop; goal_reached is a finish).",
@@ -84,6 +92,8 @@ def audit_appended(kind: str, body: Mapping[str, Any]) -> None:
     AUDIT_APPENDS.labels(kind).inc()
     if kind == "run.started":
         RUNS_STARTED.inc()
+    elif kind == "run.status" and body.get("outcome"):
+        RUNS_FINISHED.labels(str(body["outcome"])).inc()
     elif kind == "run.stopped":
         RUN_STOPS.labels(str(body.get("reason", ""))).inc()
     elif kind == "approval.decided":

@@ -17,7 +17,9 @@ approval.escalated     ``approval.escalated`` (passed through)
 outcome.unknown        ``gateway.call`` with status ``unknown``
 outcome.settled        ``loop.reconciled``; ``verdict`` says executed or not_executed
 run.finished           ``run.status`` to done, cancelled or stopped (the one writer of a
-                       run's status writes it once per stop, so nothing finishes twice)
+                       run's status writes it once per stop, so nothing finishes twice);
+                       ``outcome`` says what happened (``runs.outcomes``), ``reason``
+                       why the loop stopped
 =====================  =============================================================
 """
 
@@ -138,6 +140,7 @@ def webhook_event(kind: str, actor: str, body: dict[str, Any]) -> WebhookEvent |
             {
                 **subject,
                 "status": status,
+                "outcome": _text(body.get("outcome")),  # None in an event older than outcomes
                 "reason": _text(body.get("reason")),
                 "resumable": FINISHED_STATUSES[status],
             },

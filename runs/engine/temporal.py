@@ -17,7 +17,9 @@ from django.conf import settings
 
 from keelgate.loop import Loop, LoopOutcome, LoopSpec, StopReason
 from runs.engine.loops import build_loop
+from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Checkpoint, Run, RunStatus
+from runs.outcomes import run_outcome
 from runs.services import run_move, status_after_stop
 from sitekit.db import unique_or_none
 
@@ -111,12 +113,15 @@ def loop_for(spec: LoopSpec) -> Loop:
 
 
 def record_outcome(spec: LoopSpec, outcome: LoopOutcome) -> None:
-    """Move the run to the status its workflow's outcome leaves it in."""
+    """Move the run to the status its workflow's outcome leaves it in, with what happened."""
+    status = status_after_stop(StopReason(outcome.stop_reason))
+    state = DjangoCheckpointStore().load(spec.tenant_id, spec.run_id)
     run_move(
         tenant_id=spec.tenant_id,
         run_id=spec.run_id,
-        to=status_after_stop(StopReason(outcome.stop_reason)),
+        to=status,
         actor="temporal",
         reason=outcome.stop_reason,
+        outcome=run_outcome(status=status, stop_reason=outcome.stop_reason, state=state) or None,
         pending_limits=None,
     )

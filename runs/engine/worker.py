@@ -41,6 +41,7 @@ from runs.engine.fencing import Fence
 from runs.engine.loops import build_loop, commit_group
 from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
+from runs.outcomes import RunOutcome, run_outcome
 from runs.services import run_claim, run_move, status_after_stop
 from runs.signals import worker_idle
 from sitekit import metrics
@@ -124,10 +125,18 @@ class Worker:
         return Run.objects.filter(pk=claim.pk, lease_epoch=claim.epoch).update(lease_expires_at=expires) == 1
 
     def release(
-        self, claim: Claim, status: str, *, reason: str = "", seq: int | None = None, **fields: object
+        self,
+        claim: Claim,
+        status: str,
+        *,
+        reason: str = "",
+        seq: int | None = None,
+        outcome: str | None = None,
+        **fields: object,
     ) -> bool:
         """Give the run back with its new status, only if the lease is still ours (and at ``seq``).
 
+        ``outcome``: what happened, for a status in which the run ended (``run_move``).
         On a commit group of its own, as the claim: on PostgreSQL the move with its
         ``BEGIN``, then its audit event with the ``COMMIT``, two round trips for four.
         """
@@ -144,6 +153,7 @@ class Worker:
                 reason=reason,
                 expect=expect,
                 group=group,
+                outcome=outcome,
                 lease_owner="",
                 lease_expires_at=None,
                 **fields,
@@ -193,7 +203,14 @@ class Worker:
             raise
         except KeelgateError as exc:
             log.error("run cannot proceed: %s %s", exc.code, _kv(context))
-            self.release(claim, RunStatus.STOPPED, reason=exc.code, stop_reason="error", error_code=exc.code)
+            self.release(
+                claim,
+                RunStatus.STOPPED,
+                reason=exc.code,
+                stop_reason="error",
+                error_code=exc.code,
+                outcome=RunOutcome.FAILED,
+            )
             return RunStatus.STOPPED
         finally:
             lost.set()
@@ -225,7 +242,8 @@ class Worker:
                 status = RunStatus.QUEUED
                 released = self.release(claim, status, reason="decided", pending_limits=None)
         else:
-            released = self.release(claim, status, reason=reason, pending_limits=None)
+            outcome = run_outcome(status=status, stop_reason=reason, state=result.state) or None
+            released = self.release(claim, status, reason=reason, pending_limits=None, outcome=outcome)
         if not released:
             metrics.LEASE_LOSSES.inc()
             log.warning("lease lost before release; the run belongs to another worker %s", _kv(context))

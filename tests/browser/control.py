@@ -85,6 +85,7 @@ def _handlers() -> dict[str, Any]:
         return {
             "status": row.status,
             "stop_reason": row.stop_reason,
+            "outcome": row.outcome,
             "phase": row.phase,
             "final_answer": state.final_answer if state else None,
         }

@@ -82,8 +82,8 @@ def test_start_a_run_from_the_console_then_cancel_it_from_its_page(
         "withdrawn: run cancelled by alice"
     )
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
-    expect(page.locator("#run-cancel-note")).to_contain_text("Cancelled by alice")
-    expect(page.locator("#run-cancel-note")).to_contain_text("“changed my mind”")
+    expect(page.locator("#run-outcome-sentence")).to_contain_text("Cancelled by alice")
+    expect(page.locator(".outcome-line .note")).to_have_text("changed my mind")
     found = server.control("run", run_id=run_id)
     assert found["status"] == "cancelled" and found["stop_reason"] == "cancelled"
     assert server.control("approval", run_id=run_id)["status"] != "pending"

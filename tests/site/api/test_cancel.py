@@ -111,7 +111,8 @@ def test_cancel_from_the_run_page(client, keys, pending):
     browser.force_login(get_user_model().objects.get(username="op"))
     page = browser.get("/runs/t1/r1/").content.decode()
     assert "Cancel run" in page
-    response = browser.post("/runs/t1/r1/cancel/", {"note": "no longer needed"}, follow=True)
+    asked = {"note": "no longer needed", "confirm": "yes"}
+    response = browser.post("/runs/t1/r1/cancel/", asked, follow=True)
     assert "Cancelled: the run will not continue" in response.content.decode()
     assert Run.objects.get(run_id="r1").status == RunStatus.CANCELLED
     assert "Cancel run" not in browser.get("/runs/t1/r1/").content.decode()
@@ -126,7 +127,7 @@ def test_the_run_pages_cancel_of_a_finished_run_says_so_in_the_consoles_words(cl
     drain()
     browser = Client()
     browser.force_login(get_user_model().objects.get(username="op"))
-    response = browser.post("/runs/t1/r1/cancel/", {"note": ""}, follow=True)
+    response = browser.post("/runs/t1/r1/cancel/", {"note": "", "confirm": "yes"}, follow=True)
     assert response.redirect_chain == [("/runs/t1/r1/", 303)]
     assert "Not cancelled: the run has already finished." in response.content.decode()
     assert Run.objects.get(run_id="r1").status == RunStatus.DONE

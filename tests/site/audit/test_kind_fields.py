@@ -112,7 +112,7 @@ def _drive(op, settings) -> None:
     _waiting(op, "f5")
     assert api.post("/runs/f5/cancel", {"note": "stop"}).status_code == 200
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=op, run_id="f6")
-    assert console.post("/runs/t1/f6/cancel/", {"note": "never mind"}).status_code == 303
+    assert console.post("/runs/t1/f6/cancel/", {"note": "never mind", "confirm": "yes"}).status_code == 303
     _waiting(op, "f7")
     run_move(tenant_id="t1", run_id="f7", to=RunStatus.RUNNING, actor="drive", reason="claimed")
     assert api.post("/runs/f7/cancel", {"note": "stop it"}).status_code == 200

@@ -153,7 +153,8 @@ async def test_the_summary_the_section_totals_and_recently_decided_follow_the_st
         assert "<strong>0</strong> approvals waiting" in summary
         assert '<span class="muted" id="approvals-total" hx-swap-oob="true">(0, soonest expiry' in text
         recent = text.split('id="inbox-recent"')[1].split("</section>")[0]
-        assert "denied by <strong>op</strong>" in recent and "<q class=\"note\">price &lt;stale&gt;</q>" in recent
+        assert "denied by <strong>op</strong>" in recent
+        assert '<q class="note">price &lt;stale&gt;</q>' in recent
         assert " hidden" not in recent.split(">")[0]
     finally:
         await socket.disconnect()

@@ -427,7 +427,7 @@ def test_cancel_asks_for_a_confirmation_and_the_page_then_shows_who_and_why(peop
     bob.post("/runs/t1/cx/cancel/", {"note": "wrong <b>symbol</b>", "confirm": "yes"})
     assert Run.objects.get(run_id="cx").status == RunStatus.CANCELLED
     page = bob.get("/runs/t1/cx/").content.decode()
-    said = page.split('id="run-cancel-note"')[1].split("</p>")[0]
-    assert "<strong>Cancelled by bob</strong>" in said and "UTC</time>" in said
-    assert "“wrong &lt;b&gt;symbol&lt;/b&gt;”" in said  # the person's words, escaped
+    said = page.split('class="outcome-line"')[1].split("</p>")[0]
+    assert "Cancelled by bob." in said
+    assert '<q class="note">wrong &lt;b&gt;symbol&lt;/b&gt;</q>' in said  # the person's words, escaped
     assert 'name="confirm"' not in page  # nothing left to cancel

@@ -80,8 +80,15 @@ def test_every_event_reaches_the_receiver_signed_with_its_fields(operator, broke
         "executed",
         "op",
     )
-    finished = sorted((p["data"]["run_id"], p["data"]["status"]) for p in got["run.finished"])
-    assert finished == [("r-deny", "done"), ("r-ok", "done"), ("r-unk", "done")]
+    finished = sorted(
+        (p["data"]["run_id"], p["data"]["status"], p["data"]["outcome"], p["data"]["reason"])
+        for p in got["run.finished"]
+    )
+    assert finished == [  # a denial is the loop's goal_reached, and the outcome says what happened
+        ("r-deny", "done", "denied", "goal_reached"),
+        ("r-ok", "done", "completed", "goal_reached"),
+        ("r-unk", "done", "completed", "goal_reached"),
+    ]
     (expiring,) = got["approval.expiring"]
     assert expiring["data"]["run_id"] == "r-exp" and expiring["data"]["expires_at"]
     assert expiring["data"]["escalates_to"] == "admin"
@@ -215,3 +222,22 @@ def test_escalations_pass_through_without_arguments():
     assert event is not None and event.type == "approval.escalated"
     assert event.data["escalated_to"] == "admin" and event.data["expires_at"].startswith("2030")
     assert "arguments" not in event.data and "idempotency_key" not in event.data
+
+
+def test_the_documented_run_finished_payload_is_what_the_builder_sends():
+    """docs/how-to/notifications.md's example has exactly the fields a ``run.finished`` message has."""
+    from pathlib import Path
+
+    from notifications.models import WebhookEndpoint
+    from notifications.webhooks.channel import webhook_payload
+
+    text = (Path(__file__).resolve().parents[3] / "docs/how-to/notifications.md").read_text()
+    documented = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
+    body = {"run_id": "r-42", "status": "done", "reason": "goal_reached", "outcome": "denied"}
+    event = webhook_event("run.status", "worker", body)
+    endpoint = WebhookEndpoint(tenant=Tenant(slug="acme"), include_arguments=False)
+    sent = json.loads(webhook_payload(endpoint, 311, "2026-12-04T20:41:15.120000+00:00", event))
+    assert set(sent) == set(documented) and set(sent["data"]) == set(documented["data"])
+    assert {k: v for k, v in sent["data"].items() if k != "console_url"} == {
+        k: v for k, v in documented["data"].items() if k != "console_url"
+    }

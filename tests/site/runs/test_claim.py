@@ -128,12 +128,22 @@ def test_a_release_is_two_round_trips_on_postgresql_and_refused_under_a_lost_lea
     first, second = worker.claim(), worker.claim()
     assert first is not None and second is not None
     released: list[bool] = []
-    assert _round_trips(lambda: released.append(worker.release(first, RunStatus.STOPPED, reason="x"))) == 2
+    assert (
+        _round_trips(
+            lambda: released.append(worker.release(first, RunStatus.STOPPED, reason="x", outcome="failed"))
+        )
+        == 2
+    )
     assert released == [True] and Run.objects.get(run_id=first.run_id).status == RunStatus.STOPPED
     last = audit_log().head("t1")
-    assert last is not None and last.body == {"run_id": first.run_id, "status": "stopped", "reason": "x"}
+    assert last is not None and last.body == {
+        "run_id": first.run_id,
+        "status": "stopped",
+        "reason": "x",
+        "outcome": "failed",
+    }
     Run.objects.filter(pk=second.pk).update(lease_epoch=second.epoch + 1)  # another worker took it over
-    assert not worker.release(second, RunStatus.DONE)
+    assert not worker.release(second, RunStatus.DONE, outcome="completed")
     assert Run.objects.get(pk=second.pk).status == RunStatus.RUNNING
     assert audit_log().head("t1") == last
 

@@ -113,7 +113,7 @@ def test_stores_refuse_every_write_of_a_worker_whose_lease_was_taken_over(operat
 
     assert worker_b.renew(claim_b) is True
     assert worker_a.renew(claim_a) is False
-    assert worker_a.release(claim_a, RunStatus.DONE) is False
+    assert worker_a.release(claim_a, RunStatus.DONE, outcome="completed") is False
     row = Run.objects.get(pk=run.pk)
     assert (row.status, row.lease_owner, row.lease_epoch) == (RunStatus.RUNNING, "worker-b", claim_b.epoch)
 

@@ -55,7 +55,14 @@ def test_a_move_whose_condition_no_longer_holds_writes_nothing(operator):
     """A stale expectation (another worker's epoch) changes no row and appends no event."""
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="m2")
     before = audit_log().head("t1")
-    assert not run_move(tenant_id="t1", run_id="m2", to=RunStatus.DONE, actor="w", expect={"lease_epoch": 99})
+    assert not run_move(
+        tenant_id="t1",
+        run_id="m2",
+        to=RunStatus.DONE,
+        actor="w",
+        outcome="completed",
+        expect={"lease_epoch": 99},
+    )
     assert Run.objects.get(run_id="m2").status == RunStatus.QUEUED
     assert audit_log().head("t1") == before
 
@@ -65,7 +72,7 @@ def test_a_move_and_its_event_roll_back_together(operator):
     run_start(tenant_id="t1", agent="paper-trader", goal="buy 1 ACME", user=operator, run_id="m3")
     before = audit_log().head("t1")
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert run_move(tenant_id="t1", run_id="m3", to=RunStatus.STOPPED, actor="w")
+        assert run_move(tenant_id="t1", run_id="m3", to=RunStatus.STOPPED, actor="w", outcome="failed")
         raise RuntimeError("the caller failed after the move")
     assert Run.objects.get(run_id="m3").status == RunStatus.QUEUED
     assert audit_log().head("t1") == before

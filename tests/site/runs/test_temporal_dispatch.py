@@ -55,3 +55,4 @@ async def test_a_run_queued_in_the_site_is_executed_by_temporal(
         approval_decide(tenant_id="t1", approval_id=approval.pk, user=operator, decision="approve")
         await wait_for_status("tr1", RunStatus.DONE)
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]
+    assert Run.objects.get(run_id="tr1").outcome == "completed"  # Temporal's ending names it too
