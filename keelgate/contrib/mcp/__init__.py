@@ -23,7 +23,14 @@ from keelgate.contrib.mcp._identity import (
     gateway_name,
     split_name,
 )
-from keelgate.contrib.mcp._policy import FAIL_CLOSED, ApprovalRule, Policy, PolicyError, ToolPolicy, load_policy
+from keelgate.contrib.mcp._policy import (
+    FAIL_CLOSED,
+    ApprovalRule,
+    Policy,
+    PolicyError,
+    ToolPolicy,
+    load_policy,
+)
 from keelgate.contrib.mcp._schema import SchemaViolation, check_arguments, offered_schema
 from keelgate.contrib.mcp._upstream import (
     IDEMPOTENCY_HEADER,

@@ -17,10 +17,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from keelgate.canonical import canonical_json
+from keelgate.contrib.mcp._upstream import UpstreamSpec, call_tool
 from keelgate.errors import PlannerError
 from keelgate.gateway import SideEffect, Tool, ToolCall
 from keelgate.loop import Plan, PlanRequest, ProposedAction
-from keelgate.contrib.mcp._upstream import UpstreamSpec, call_tool
 
 __all__ = ["CallArguments", "CallPlanner", "call_goal", "parse_goal", "upstream_tool"]
 

@@ -21,7 +21,9 @@ class SchemaViolation(ValueError):
         self.reason = reason
 
 
-def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any], *, reserved: str | None = None) -> None:
+def check_arguments(
+    schema: Mapping[str, Any], arguments: Mapping[str, Any], *, reserved: str | None = None
+) -> None:
     """Raise :class:`SchemaViolation` for the first error (by path) of ``arguments``.
 
     ``reserved``: the argument the gateway fills with its key; a client that passes it
@@ -33,7 +35,9 @@ def check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any], *, 
     try:
         validator_cls = jsonschema.validators.validator_for(full)
         validator = validator_cls(full)
-        errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.absolute_path])
+        errors = sorted(
+            validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.absolute_path]
+        )
     except SchemaError as exc:
         raise SchemaViolation("(schema)", "the upstream's input schema is not valid") from exc
     if not errors:

@@ -54,7 +54,9 @@ async def _session(spec: UpstreamSpec, headers: Mapping[str, str]) -> AsyncItera
             read, write = await stack.enter_async_context(stdio_client(params))
         else:
             client = await stack.enter_async_context(create_mcp_http_client(headers=dict(headers)))
-            read, write = await stack.enter_async_context(streamable_http_client(spec.url, http_client=client))
+            read, write = await stack.enter_async_context(
+                streamable_http_client(spec.url, http_client=client)
+            )
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         yield session

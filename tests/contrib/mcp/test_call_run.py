@@ -20,12 +20,25 @@ SERVER = Path(__file__).with_name("upstream_server.py")
 def _loop(ledger: Path, *, policy=None, timeout: float | None = 20) -> Loop:
     spec = UpstreamSpec(name="u", command=f"{sys.executable} {SERVER} {ledger}")
     tools = [
-        upstream_tool(spec, name="u__send", upstream_name="send", side_effect=SideEffect.WRITE,
-                      idempotency_argument="key", timeout=timeout),
-        upstream_tool(spec, name="u__crash", upstream_name="crash", side_effect=SideEffect.WRITE, timeout=timeout),
+        upstream_tool(
+            spec,
+            name="u__send",
+            upstream_name="send",
+            side_effect=SideEffect.WRITE,
+            idempotency_argument="key",
+            timeout=timeout,
+        ),
+        upstream_tool(
+            spec, name="u__crash", upstream_name="crash", side_effect=SideEffect.WRITE, timeout=timeout
+        ),
     ]
-    gateway = Gateway(tools, grants=Grants({"mcp:u": ["*"]}), idempotency=InMemoryIdempotencyStore(),
-                      audit=InMemoryAuditLog(), policy=policy)
+    gateway = Gateway(
+        tools,
+        grants=Grants({"mcp:u": ["*"]}),
+        idempotency=InMemoryIdempotencyStore(),
+        audit=InMemoryAuditLog(),
+        policy=policy,
+    )
     return Loop(planner=CallPlanner(), gateway=gateway, checkpoints=InMemoryCheckpointStore())
 
 

@@ -29,7 +29,10 @@ def test_the_same_call_has_the_same_run_whatever_the_key_order_or_number_spellin
 def test_a_different_tenant_run_tool_or_argument_is_another_call():
     """Each part of the identity counts: two tenants or two runs never share a call."""
     first = _id()
-    assert len({first, _id(tenant_id="other"), _id(mcp_run="r2"), _id(tool="u__x"), _id(arguments={"a": 2})}) == 5
+    assert (
+        len({first, _id(tenant_id="other"), _id(mcp_run="r2"), _id(tool="u__x"), _id(arguments={"a": 2})})
+        == 5
+    )
 
 
 def test_a_client_key_replaces_the_arguments():
@@ -72,7 +75,13 @@ SCHEMA = {
 
 @pytest.mark.parametrize(
     ("arguments", "field"),
-    [({}, "to"), ({"to": 1}, "to"), ({"to": "a", "n": "x"}, "n"), ({"to": "a", "zz": 1}, "zz"), ({"to": "a", "key": "k"}, "key")],
+    [
+        ({}, "to"),
+        ({"to": 1}, "to"),
+        ({"to": "a", "n": "x"}, "n"),
+        ({"to": "a", "zz": 1}, "zz"),
+        ({"to": "a", "key": "k"}, "key"),
+    ],
 )
 def test_arguments_failing_the_schema_name_the_field(arguments, field):
     """Missing, mistyped, unexpected, or the gateway's own key argument: the field is named."""

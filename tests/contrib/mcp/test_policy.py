@@ -6,10 +6,15 @@ import json
 from datetime import timedelta
 
 import pytest
-from keelgate.contrib.mcp import CallArguments
 
-from keelgate.contrib.mcp import FAIL_CLOSED, PolicyError, load_policy, upstream_tool
-from keelgate.contrib.mcp import UpstreamSpec
+from keelgate.contrib.mcp import (
+    FAIL_CLOSED,
+    CallArguments,
+    PolicyError,
+    UpstreamSpec,
+    load_policy,
+    upstream_tool,
+)
 from keelgate.gateway import SideEffect
 
 SPEC = UpstreamSpec(name="u", command="true")
@@ -33,9 +38,12 @@ def test_the_operator_may_set_another_default_for_an_upstream():
     """``default`` changes what unnamed tools are: here READs forwarded without asking."""
     policy = load_policy({"default": {"side_effect": "read"}})
     assert policy.for_tool("x").effect is SideEffect.READ
-    assert policy.approvals({"u__x": "x"}).requirement(
-        agent_id="mcp:u", tool=_tool("u__x", SideEffect.READ), arguments=CallArguments()
-    ) is None
+    assert (
+        policy.approvals({"u__x": "x"}).requirement(
+            agent_id="mcp:u", tool=_tool("u__x", SideEffect.READ), arguments=CallArguments()
+        )
+        is None
+    )
 
 
 def test_a_toml_file_maps_every_approval_field_onto_require_approval(tmp_path):
@@ -48,7 +56,14 @@ timeout_seconds = 5
 side_effect = "read"
 [tools.send]
 idempotency_argument = "key"
-approval = { approvers = 2, high_impact = true, expires_after_seconds = 60, on_expiry = "escalate", escalate_to = "admin", escalate_after_seconds = 120, warn_before_seconds = 10 }
+[tools.send.approval]
+approvers = 2
+high_impact = true
+expires_after_seconds = 60
+on_expiry = "escalate"
+escalate_to = "admin"
+escalate_after_seconds = 120
+warn_before_seconds = 10
 """
     )
     policy = load_policy(path)
@@ -59,7 +74,12 @@ approval = { approvers = 2, high_impact = true, expires_after_seconds = 60, on_e
         agent_id="mcp:u", tool=_tool("u__send"), arguments=CallArguments()
     )
     assert found is not None
-    assert (found.approvers, found.high_impact, found.on_expiry, found.escalate_to) == (2, True, "escalate", "admin")
+    assert (found.approvers, found.high_impact, found.on_expiry, found.escalate_to) == (
+        2,
+        True,
+        "escalate",
+        "admin",
+    )
     assert found.expires_after == timedelta(seconds=60)
     assert found.escalate_after == timedelta(seconds=120)
     assert found.warn_before == timedelta(seconds=10)
@@ -93,5 +113,5 @@ def test_an_unreadable_file_is_a_policy_error(tmp_path):
     """Broken TOML is PolicyError with the file's name, not a crash."""
     path = tmp_path / "p.toml"
     path.write_text("tools = [")
-    with pytest.raises(PolicyError, match="p.toml"):
+    with pytest.raises(PolicyError, match=r"p\.toml"):
         load_policy(path)

@@ -65,7 +65,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         text = f"sunny in {arguments.get('city')}"
         return types.CallToolResult(content=[types.TextContent(text=text)])
     if params.name == "send":
-        sent = sum(1 for line in open(LEDGER, encoding="utf-8") if '"send"' in line)
+        with open(LEDGER, encoding="utf-8") as ledger:
+            sent = sum(1 for line in ledger if '"send"' in line)
         return types.CallToolResult(
             content=[types.TextContent(text=f"sent #{sent} to {arguments['to']}")],
             structured_content={"message_id": f"m-{sent}", "key": arguments.get("key")},
