@@ -85,3 +85,48 @@ async def test_an_upstream_that_dies_mid_write_leaves_an_unknown_outcome_never_r
     assert result.stop_reason is StopReason.OUTCOME_UNKNOWN
     assert (await loop.resume("t", "r")).stop_reason is StopReason.OUTCOME_UNKNOWN
     assert len(_sent(ledger)) == 1
+
+
+async def test_over_http_the_key_travels_in_the_idempotency_key_header(tmp_path):
+    """A WRITE to an upstream reached by URL carries the action's key as ``Idempotency-Key``."""
+    import socket
+    import subprocess
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ledger = tmp_path / "ledger"
+    server = subprocess.Popen([sys.executable, str(SERVER), str(ledger), str(port)])
+    try:
+        spec = UpstreamSpec(name="w", url=f"http://127.0.0.1:{port}/mcp")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.2)
+        post = upstream_tool(
+            spec, name="w__post", upstream_name="post", side_effect=SideEffect.WRITE, timeout=20
+        )
+        gateway = Gateway(
+            [post],
+            grants=Grants({"mcp:w": ["*"]}),
+            idempotency=InMemoryIdempotencyStore(),
+            audit=InMemoryAuditLog(),
+        )
+        loop = Loop(planner=CallPlanner(), gateway=gateway, checkpoints=InMemoryCheckpointStore())
+        goal = call_goal("w__post", {"text": "note"})
+        result = await loop.run(
+            goal=goal, tenant_id="t", agent_id="mcp:w", as_of=datetime.now(UTC), run_id="r"
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    (action,) = result.state.actions
+    assert action.status is ActionStatus.DONE
+    (execution,) = _sent(ledger)
+    assert execution["idempotency_header"] == action.idempotency_key
+    assert "key" not in execution["arguments"]
