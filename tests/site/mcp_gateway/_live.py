@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.site._serve import ROOT, keelgate_serve, serve_env
+from tests.site._serve import ROOT, free_port, keelgate_serve, serve_env
 
 UPSTREAM = ROOT / "tests" / "contrib" / "mcp" / "upstream_server.py"
 PG_URL = os.environ.get("KEELGATE_MCP_TEST_PG", "postgres://postgres@127.0.0.1:5432/test")
@@ -40,6 +40,11 @@ idempotency_argument = "key"
 [tools.crash]
 side_effect = "write"
 [tools.hang]
+side_effect = "write"
+"""
+
+POLICY_WEB = """
+[tools.post]
 side_effect = "write"
 """
 
@@ -156,9 +161,24 @@ def live_gateway(tmp_path: Path, kind: str) -> Iterator[Live]:
             keys[user] = (
                 _manage(env, "create_api_key", "--tenant", tenant, "--user", user).strip().splitlines()[-1]
             )
-        ledgers = {name: tmp_path / f"{name}.ledger" for name in ("u", "gated", "secret")}
+        ledgers = {name: tmp_path / f"{name}.ledger" for name in ("u", "gated", "secret", "web")}
         (tmp_path / "u.toml").write_text(POLICY_U)
         (tmp_path / "gated.toml").write_text(POLICY_GATED)
+        (tmp_path / "web.toml").write_text(POLICY_WEB)
+        web_port = free_port()
+        web = subprocess.Popen([sys.executable, str(UPSTREAM), str(ledgers["web"]), str(web_port)])
+        _manage(
+            env,
+            "keelgate_mcp_upstream",
+            "--tenant",
+            "acme",
+            "--name",
+            "web",
+            "--url",
+            f"http://127.0.0.1:{web_port}/mcp",
+            "--policy",
+            str(tmp_path / "web.toml"),
+        )
         for tenant, name, policy in (
             ("acme", "u", "u.toml"),
             ("acme", "gated", "gated.toml"),
@@ -170,8 +190,12 @@ def live_gateway(tmp_path: Path, kind: str) -> Iterator[Live]:
                 env, "keelgate_mcp_upstream", "--tenant", tenant, "--name", name, "--command", command, *extra
             )
         log = (tmp_path / "serve.log").open("wb")
-        with keelgate_serve(env, "--password", "pw-demo-123456", stdout=log, stderr=log) as (_, port):
-            yield Live(port=port, keys=keys, ledgers=ledgers, env=env)
+        try:
+            with keelgate_serve(env, "--password", "pw-demo-123456", stdout=log, stderr=log) as (_, port):
+                yield Live(port=port, keys=keys, ledgers=ledgers, env=env)
+        finally:
+            web.terminate()
+            web.wait(timeout=10)
 
 
 @asynccontextmanager

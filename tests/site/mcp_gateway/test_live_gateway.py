@@ -74,6 +74,34 @@ async def test_a_write_runs_once_and_a_retry_under_a_new_request_returns_it_as_a
     assert first.structured_content["key"] == execution["arguments"]["key"]
 
 
+async def test_a_write_over_http_carries_the_key_in_the_idempotency_key_header(live: Live):
+    """An upstream registered by URL gets the gateway's key as ``Idempotency-Key``, once."""
+    text = f"post-{uuid.uuid4().hex[:6]}"
+    async with mcp_session(live, live.keys["alice"]) as session:
+        result = await session.call_tool("web__post", {"text": text})
+        await session.call_tool("web__post", {"text": text})
+    assert not result.is_error, _text(result)
+    (execution,) = live.executions("web", text=text)
+    assert str(execution["idempotency_header"]).startswith("kg_")
+
+
+async def test_calls_are_runs_of_the_caller_and_reads_are_audited_as_theirs(live: Live):
+    """A WRITE is a run of agent ``mcp:u`` created by alice (the runs API shows it); a READ is a
+    ``gateway.call`` event by alice under the MCP run."""
+    text, run = f"runs-{uuid.uuid4().hex[:6]}", f"audit-{uuid.uuid4().hex[:6]}"
+    async with mcp_session(live, live.keys["alice"]) as session:
+        written = await session.call_tool("u__send", {"to": "ann", "text": text})
+        await session.call_tool("u__lookup", {"city": "audited"}, meta={RUN_ID_META: run})
+    status, found = live.api("GET", f"/runs/{_meta(written)['io.keelgate/run_id']}", live.keys["bob"])
+    assert status == 200
+    assert (found["agent"], found["created_by"], found["status"]) == ("mcp:u", "alice", "done")
+    status, page = live.api("GET", "/audit/events?kind=gateway.call&actor=alice&limit=200", live.keys["bob"])
+    assert status == 200
+    assert [e for e in page["items"] if e["run_id"] == run and e["tool"] == "u__lookup"]
+    status, _ = live.api("GET", f"/runs/{_meta(written)['io.keelgate/run_id']}", live.keys["carol"])
+    assert status == 404
+
+
 async def test_another_run_id_or_client_key_is_another_call(live: Live):
     """The same arguments under another MCP run (``_meta``) or another client key run again."""
     text = f"twice-{uuid.uuid4().hex[:6]}"
