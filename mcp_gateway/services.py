@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.wiring import audit_log
@@ -32,6 +32,7 @@ from keelgate.contrib.mcp import (
     upstream_tool,
 )
 from keelgate.contrib.mcp import call_goal as _call_goal
+from keelgate.errors import RunExistsError
 from keelgate.gateway import READ_ONLY, CallContext, Gateway, Grants, SideEffect
 from keelgate.idempotency import InMemoryIdempotencyStore, derive_key
 from keelgate.loop import ActionOutcome, ActionStatus, PlannedAction
@@ -116,13 +117,17 @@ def call_start(
     ``run_id`` is the call's identity (``keelgate.contrib.mcp.call_identity``). Needs the
     approver role, as ``POST /runs`` does.
     """
-    return run_start(
-        tenant_id=tenant_id,
-        agent=agent_name(upstream.name),
-        goal=_call_goal(gateway_name(upstream.name, tool), arguments),
-        user=user,
-        run_id=run_id,
-    )
+    agent, goal = agent_name(upstream.name), _call_goal(gateway_name(upstream.name, tool), arguments)
+    try:
+        return run_start(tenant_id=tenant_id, agent=agent, goal=goal, user=user, run_id=run_id)
+    except IntegrityError:
+        # The same call arrived twice at once and the other arrival created the run first.
+        existing = Run.objects.filter(tenant_id=tenant_id, run_id=run_id).first()
+        if existing is None:
+            raise
+        if (existing.agent, existing.goal) != (agent, goal):
+            raise RunExistsError(run_id) from None
+        return existing, False
 
 
 @dataclass(frozen=True)
