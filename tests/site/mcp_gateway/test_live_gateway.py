@@ -276,3 +276,23 @@ async def test_another_tenants_key_sees_only_its_own_upstreams(live: Live):
             await session.call_tool("u__lookup", {"city": "carol-city"})
     assert names and all(n.startswith("secret__") for n in names)
     assert live.executions("u", city="carol-city") == []
+
+
+async def test_a_very_large_payload_is_refused_and_nothing_is_forwarded(live: Live):
+    """A 5 MiB call (past the SDK's 4 MiB request bound): 413 with a good key, nothing forwarded."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {live.keys['alice']}",
+    }
+    marker = f"big-{uuid.uuid4().hex[:6]}"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "u__send", "arguments": {"to": marker, "text": "x" * (5 * 1024 * 1024)}},
+    }
+    async with httpx2.AsyncClient(timeout=60) as client:
+        response = await client.post(live.url, json=body, headers=headers)
+    assert response.status_code == 413
+    assert live.executions("u", to=marker) == []
