@@ -15,7 +15,7 @@ from mcp_gateway.models import Upstream
 from mcp_gateway.services import call_outcome, call_start
 from runs.models import Run
 from tests.site._threads import all_returned, at_once
-from tests.site.console.conftest import drain, login, people  # noqa: F401  (people is a fixture)
+from tests.site.console.conftest import drain, login
 from tests.site.mcp_gateway._live import UPSTREAM
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +31,7 @@ def _executions(ledger) -> list[dict]:
     return [json.loads(line) for line in ledger.read_text().splitlines()] if ledger.exists() else []
 
 
-def test_a_gated_call_waits_in_the_inbox_and_runs_once_after_approval(people, tmp_path):  # noqa: F811
+def test_a_gated_call_waits_in_the_inbox_and_runs_once_after_approval(people, tmp_path):
     """The call's run stops on its approval (nothing forwarded); bob's inbox lists
     ``gated__send`` of agent ``mcp:gated``; the run page opens; approved, a worker forwards it
     once with the key in ``key``, and the outcome is the upstream's result."""
@@ -72,7 +72,7 @@ def test_a_gated_call_waits_in_the_inbox_and_runs_once_after_approval(people, tm
     assert execution["arguments"]["key"].startswith("kg_")
 
 
-def test_the_same_call_arriving_twice_at_once_is_one_run(people, tmp_path):  # noqa: F811
+def test_the_same_call_arriving_twice_at_once_is_one_run(people, tmp_path):
     """Four arrivals of one call released together: one run created, every arrival gets it."""
     upstream = Upstream.objects.create(tenant_id="t1", name="u", command="x", tools=[SEND])
     arguments = {"to": "ann", "text": "same"}
