@@ -92,7 +92,7 @@ def approval_decide(
             raise approval.settled_error()
         # The projection compares with the locked row instead of reading it again, and sets
         # on it what it writes: the answer is the row as stored, without a read back.
-        loop = build_loop(approval.agent, group=group, locked=approval)
+        loop = build_loop(approval.agent, group=group, locked=approval, tenant_id=approval.tenant_id)
         expired = False
         refused: ApprovalEscalatedError | None = None
         try:
@@ -167,7 +167,7 @@ def unknown_reconcile(
         if item.settled:
             raise OutcomeAlreadySettledError(item.settled_by)
         by = user.get_username()
-        build_loop(item.agent, group=group).reconcile_now(
+        build_loop(item.agent, group=group, tenant_id=tenant_id).reconcile_now(
             tenant_id,
             item.run_id,
             item.action_id,
@@ -198,7 +198,9 @@ def unknown_check(*, tenant_id: str, item_id: int, user: Any) -> LookupResult:
         arguments = json.loads(item.arguments)
     except ValueError:
         arguments = {}
-    return lookup_call(load_agent(item.agent), item.tool, item.idempotency_key, arguments)
+    return lookup_call(
+        load_agent(item.agent, tenant_id=item.tenant_id), item.tool, item.idempotency_key, arguments
+    )
 
 
 CANCELLABLE = (RunStatus.QUEUED, RunStatus.WAITING, RunStatus.STOPPED)
@@ -241,7 +243,7 @@ def run_cancel(
             run.refresh_from_db()
             return run
         Run.objects.filter(pk=run.pk).update(cancel_requested_by=by)  # who, for the runs list
-        loop = build_loop(run.agent)
+        loop = build_loop(run.agent, tenant_id=tenant_id)
         if loop.checkpoints.load(tenant_id, run_id) is not None:
             loop.cancel(tenant_id, run_id, by=by, note=note, context=context)
         else:  # queued, never started: there is no state to stop, only the run to close
@@ -278,7 +280,7 @@ def approvals_expire() -> int:
             with transaction.atomic():
                 if _lock_pending(approval["pk"]) is None:
                     continue  # decided meanwhile
-                loop = build_loop(approval["agent"])
+                loop = build_loop(approval["agent"], tenant_id=approval["tenant_id"])
                 outcome = loop.expire(approval["tenant_id"], approval["run_id"], approval["action_id"])
                 if outcome == "expired":
                     run_requeue(tenant_id=approval["tenant_id"], run_id=approval["run_id"], by="expiry")
@@ -371,7 +373,7 @@ def approvals_warn() -> int:
             with transaction.atomic():
                 if _lock_pending(approval["pk"]) is None:
                     continue
-                loop = build_loop(approval["agent"])
+                loop = build_loop(approval["agent"], tenant_id=approval["tenant_id"])
                 warned += loop.warn_expiring(approval["tenant_id"], approval["run_id"], approval["action_id"])
         except KeelgateError:  # e.g. its agent was removed: the others are still warned
             continue

@@ -13,6 +13,7 @@ from typing import Any
 
 import django
 from asgiref.sync import sync_to_async
+from django.apps import apps
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -137,9 +138,27 @@ def loopback_only(app: Any) -> Any:
     return guarded
 
 
+def with_mcp(app: Any) -> Any:
+    """``/mcp/`` to the MCP gateway (``mcp_gateway.server``) when it is installed; the rest to ``app``."""
+    if not apps.is_installed("mcp_gateway"):
+        return app
+    from mcp_gateway.server import McpEndpoint
+
+    endpoint = McpEndpoint()
+
+    async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if path == "/mcp" or path.startswith("/mcp/"):
+            await endpoint(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return route
+
+
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": with_mcp(ASGIStaticFilesHandler(django_asgi_app)),
         # The session cookie authenticates the socket; the Origin check stops another
         # site's page from opening it with the operator's cookies (cross-site hijacking).
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),

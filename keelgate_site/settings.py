@@ -83,6 +83,8 @@ INSTALLED_APPS = [
     "notifications",  # webhooks and email, read from the audit chain
     "keelgate_site",  # the assembly: settings, URL maps, asgi, the API, the demo commands
 ]
+if importlib.util.find_spec("mcp") is not None:  # the MCP gateway needs the mcp extra
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("keelgate_site"), "mcp_gateway")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -335,6 +337,11 @@ KEELGATE_API_RATE_LIMIT = int(os.environ.get("KEELGATE_API_RATE_LIMIT", "600"))
 """Requests per API key per window (0 turns the limit off); over it, 429 with Retry-After."""
 KEELGATE_API_RATE_WINDOW = int(os.environ.get("KEELGATE_API_RATE_WINDOW", "60"))
 """The rate limit's window, in seconds."""
+KEELGATE_MCP_WAIT_SECONDS = float(os.environ.get("KEELGATE_MCP_WAIT_SECONDS", "60"))
+"""How long an MCP call that became a run waits for its outcome (an approval, a worker) before it
+answers that a person must decide and that calling again with the same arguments returns the outcome."""
+KEELGATE_MCP_TOOLS_SECONDS = float(os.environ.get("KEELGATE_MCP_TOOLS_SECONDS", "30"))
+"""How long a web process reuses an upstream's tool list before it lists the upstream's tools again."""
 KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "5"))
 """A verified API key is remembered per process this long (0: off): a revoked key works at most this long."""
 KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))

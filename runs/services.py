@@ -171,7 +171,7 @@ def run_start(
     run and starts nothing; the same id with a different request is RunExistsError.
     """
     require_role(user, tenant_id, Role.APPROVER)
-    spec = load_agent(agent)
+    spec = load_agent(agent, tenant_id=tenant_id)
     spec.validate_goal(goal)
     checked = LoopLimits.model_validate(limits or {}).model_dump(exclude_none=True)
     run_id = run_id or uuid.uuid4().hex

@@ -3,6 +3,11 @@
 ``settings.KEELGATE_AGENTS`` maps a name to the dotted path of a factory returning an
 :class:`Agent`. The worker and the web process build the same agent from its name, so
 a decision taken in the console uses the very policy the worker runs under.
+
+An app above ``runs`` may own a family of agents a tenant defines at run time (the MCP
+gateway's ``mcp:<upstream>``): it registers a source for their prefix in its
+``AppConfig.ready()`` (:func:`register_agent_source`), and :func:`load_agent` asks it,
+with the tenant, for a name of that prefix. ``runs`` never imports that app.
 """
 
 from __future__ import annotations
@@ -69,13 +74,29 @@ PLANNED_IN_GRAPH: Planner = _PlannedInGraph()
 """The ``planner`` of an :class:`Agent` whose ``graph`` is set."""
 
 
+AgentSource = Callable[[str, str | None], Agent]
+"""``source(name, tenant_id)``: the agent of that name in that tenant; raises
+:class:`~sitekit.errors.UnknownAgentError` for one it does not know."""
+
+_sources: dict[str, AgentSource] = {}
+
+
+def register_agent_source(prefix: str, source: AgentSource) -> None:
+    """Let ``source`` build every agent named ``<prefix>:...`` (called in ``AppConfig.ready()``)."""
+    _sources[prefix] = source
+
+
 def agent_names() -> list[str]:
     """The registered agent names."""
     return sorted(settings.KEELGATE_AGENTS)
 
 
-def load_agent(name: str) -> Agent:
-    """Build the agent registered as ``name``."""
+def load_agent(name: str, *, tenant_id: str | None = None) -> Agent:
+    """Build the agent registered as ``name`` (one of a registered source's: in ``tenant_id``)."""
+    prefix, sep, _ = name.partition(":")
+    source = _sources.get(prefix) if sep else None
+    if source is not None:
+        return source(name, tenant_id)
     path = settings.KEELGATE_AGENTS.get(name)
     if path is None:
         raise UnknownAgentError(name)

@@ -67,12 +67,14 @@ def build_loop(
     allowed_side_effects: frozenset[SideEffect] | None = None,
     group: DjangoCommitGroup | None = None,
     locked: Model | None = None,
+    tenant_id: str | None = None,
 ) -> Loop:
     """The agent's loop over the database stores; ``fence`` makes every write check the lease;
     ``group``: the stores write through the caller's commit group (a decision's transaction),
-    in which the caller holds ``locked`` (its approval row) locked."""
+    in which the caller holds ``locked`` (its approval row) locked; ``tenant_id``: the run's
+    tenant, for an agent a tenant defines (``runs.agents.register_agent_source``)."""
     if isinstance(agent, str):
-        agent = load_agent(agent)
+        agent = load_agent(agent, tenant_id=tenant_id)
     checkpoints, idempotency, audit = database_stores(fence, group=group, locked=locked)
     gateway = agent_gateway(agent, idempotency=idempotency, audit=audit, lease_seconds=lease_seconds)
     return Loop(

@@ -317,6 +317,7 @@ class Worker:
         """The agent's loop with every write fenced by this claim's lease epoch."""
         return build_loop(
             claim.agent,
+            tenant_id=claim.tenant_id,
             fence=Fence(claim.tenant_id, claim.run_id, claim.epoch),
             owner=f"{self.owner}#{claim.epoch}",
             should_stop=should_stop,
