@@ -131,12 +131,15 @@ def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
 
 @router.get(
     "/audit/checkpoint",
-    response=responses({200: str}, READ_ERRORS),
+    response=responses({}, READ_ERRORS),  # 200 is text/plain, documented below
     summary="Get the latest signed checkpoint",
     description=(
         "The tenant's newest C2SP `tlog-checkpoint`, as a C2SP signed note (`text/plain`, exactly "
         "as signed). Verify it with `GET /audit/key`. 404 `not_found` before the first checkpoint."
     ),
+    openapi_extra={
+        "responses": {200: {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}
+    },
 )
 def checkpoint(request: HttpRequest, tenant: TenantQuery = None) -> HttpResponse:
     caller = caller_of(request, tenant)

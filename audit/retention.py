@@ -177,7 +177,10 @@ def _previous_checkpoint(tenant_id: str) -> Checkpoint | None:
     found = EventRow.objects.filter(tenant_id=tenant_id, kind=RETIRED).order_by("-seq").first()
     if found is None:
         return None
-    size = json.loads(found.body).get("checkpoint_size")
+    try:
+        size = json.loads(found.body).get("checkpoint_size")
+    except (ValueError, AttributeError):  # a body edited by hand: verify_audit names it
+        return None
     return (
         Checkpoint.objects.filter(tenant_id=tenant_id, size=size).first() if isinstance(size, int) else None
     )
@@ -239,7 +242,8 @@ def _write_synced(path: Path, data: bytes) -> None:
 
 
 def _place(temporary: Path, path: Path, *, force: bool) -> None:
-    """Move the verified archive to ``path``: over an existing file only with ``force``."""
+    """Move the verified archive to ``path``: over an existing file only with ``force``; if
+    the move cannot be made durable, the archive is taken away again."""
     if force:
         os.replace(temporary, path)
     else:
@@ -249,11 +253,15 @@ def _place(temporary: Path, path: Path, *, force: bool) -> None:
             raise RetirementRefusedError(
                 f"the archive {path} exists: name another file, or add --force"
             ) from exc
-    folder = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def retire(plan: Plan, archive: Archive, *, actor: str) -> int:

@@ -291,7 +291,13 @@ def test_older_than_days_retires_only_what_is_older(tmp_path):
 
 @pytest.mark.parametrize(
     "how",
-    ["a byte changed", "the disk refused", "the engine refused", "another origin's key"],
+    [
+        "a byte changed",
+        "the disk refused",
+        "the folder refused",
+        "the engine refused",
+        "another origin's key",
+    ],
 )
 def test_an_archive_that_fails_or_does_not_verify_deletes_nothing(tmp_path, monkeypatch, how):
     """Whatever goes wrong with the archive (written wrong, not written, not verifying), the
@@ -309,6 +315,16 @@ def test_an_archive_that_fails_or_does_not_verify_deletes_nothing(tmp_path, monk
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr(audit.retention.os, "fsync", full)
+    elif how == "the folder refused":  # the archive was in place, its folder's entry not durable
+        real_fsync, calls = os.fsync, []
+
+        def second_fails(fd: int) -> None:
+            calls.append(fd)
+            if len(calls) == 2:
+                raise OSError(5, "Input/output error")
+            real_fsync(fd)
+
+        monkeypatch.setattr(audit.retention.os, "fsync", second_fails)
     elif how == "the engine refused":
 
         def refuse(*args: Any, **kwargs: Any) -> Any:
