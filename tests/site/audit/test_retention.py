@@ -508,6 +508,8 @@ def test_a_hash_chained_log_retired_part_way(tmp_path):
     assert audit_verify(tenant_id=TENANT).ok
     retire("--before-seq", "10", archive=tmp_path / "rest.json")
     assert audit_verify(tenant_id=TENANT).ok
+    rest = offline(tmp_path / "rest.json")  # chained events 5..8 from the middle of the chain, then leaves
+    assert rest.returncode == 0 and "(seq 5..9)" in rest.stdout, rest.stderr
 
 
 # -- the console ----------------------------------------------------------------------------------
@@ -515,8 +517,14 @@ def test_a_hash_chained_log_retired_part_way(tmp_path):
 
 def test_the_console_after_a_retirement(operator, tmp_path):
     """A retired event's page is 410 and says so in words, naming the retirement; the log's page
-    says where it starts and lists nothing below; another tenant's member learns nothing."""
-    append("t1", 30)
+    says where it starts and lists nothing below (the Decisions view too); another tenant's
+    member learns nothing."""
+    decided = {"run_id": "r-1", "tool": "place_order", "decision": "deny", "note": "no"}
+    append("t1", 3)
+    audit_log().append("t1", actor="rita", kind="approval.decided", body=decided)  # 4: to be retired
+    append("t1", 10, start=4)
+    audit_log().append("t1", actor="rita", kind="approval.decided", body=decided)  # 15: kept
+    append("t1", 15, start=15)
     retire("--before-seq", "11", archive=tmp_path / "t1.json", tenant="t1")
     viewer = Client()
     viewer.force_login(operator.__class__.objects.get(username="viewer"))
@@ -531,6 +539,8 @@ def test_the_console_after_a_retirement(operator, tmp_path):
     assert 'data-first-kept="11"' in log and 'id="ev-11"' in log and 'id="ev-10"' not in log
     retired_row = viewer.get("/audit/t1/?kind=audit.retired").content.decode()
     assert 'data-kind="audit.retired"' in retired_row
+    decisions = viewer.get("/audit/t1/decisions/").content.decode()
+    assert 'id="ev-15"' in decisions and 'id="ev-4"' not in decisions
     verify = viewer.post("/audit/t1/verify/", follow=True).content.decode()
     assert "is intact: 21 events, head seq 31 (events below 11 retired" in verify
     stranger = get_user_model().objects.create_user("stranger", password="pw-stranger-123456")
