@@ -334,7 +334,7 @@ class _Nodes:
     def fetch(self, wanted: Iterable[tuple[int, int]]) -> None:
         """Read every node of ``wanted`` not read yet, in one query."""
         levels: dict[int, list[int]] = {}
-        for level, index in set(wanted) - set(self.known):
+        for level, index in {node for node in wanted if node not in self.known}:
             levels.setdefault(level, []).append(index)
         if not levels:
             return
