@@ -10,9 +10,10 @@ from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
+from pydantic import Field
 
 from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key
-from audit.exports import export_bundle
+from audit.exports import MAX_PREVIOUS, export_bundle
 from audit.proofs import consistency, inclusion
 from audit.schemas import (
     AuditFiltersIn,
@@ -39,6 +40,8 @@ from tenants.models import Role
 router = Router(tags=["audit"], auth=API_AUTH)
 
 Seq = Annotated[int | None, Query(None, ge=0, le=MAX_ID)]
+PreviousSize = Annotated[int, Field(ge=1, le=MAX_ID)]
+"""The size of a checkpoint an auditor kept (checkpoints are signed over one event or more)."""
 
 
 @router.get(
@@ -83,7 +86,10 @@ def list_events(
     "/audit/verify",
     response=responses({200: ChainReportOut}, READ_ERRORS),
     summary="Verify the audit chain",
-    description="Walk the tenant's whole chain and report the first break (200 either way: read `ok`).",
+    description=(
+        "Walk the tenant's whole log and report the first break (200 either way: read `ok`). After "
+        "a retirement the walk starts at the cut, from the tree's kept hashes."
+    ),
 )
 def verify(request: HttpRequest, tenant: TenantQuery = None) -> ChainReportOut:
     caller = caller_of(request, tenant)
@@ -92,13 +98,14 @@ def verify(request: HttpRequest, tenant: TenantQuery = None) -> ChainReportOut:
 
 @router.post(
     "/audit/verify",
-    response=responses({200: ChainReportOut}, WRITE_ERRORS),
+    response=responses({200: ChainReportOut}, (*WRITE_ERRORS, 410)),
     summary="Verify the audit chain against a kept digest",
     description=(
         "As `GET /audit/verify`, and the chain must still hold the digest's head (reason "
         "`digest_mismatch` otherwise). A digest that is malformed, of another tenant or not "
         "signed by this site is 422 (`digest_invalid`, `digest_key_mismatch`, "
-        "`digest_signature_invalid`)."
+        "`digest_signature_invalid`). A digest of a retired event that names a chain hash, not a "
+        "root the kept hashes prove, is 410 `audit_retired`: check it against the archive."
     ),
 )
 def verify_against(
@@ -124,12 +131,15 @@ def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
 
 @router.get(
     "/audit/checkpoint",
-    response=responses({200: str}, READ_ERRORS),
+    response=responses({}, READ_ERRORS),  # 200 is text/plain, documented below
     summary="Get the latest signed checkpoint",
     description=(
         "The tenant's newest C2SP `tlog-checkpoint`, as a C2SP signed note (`text/plain`, exactly "
         "as signed). Verify it with `GET /audit/key`. 404 `not_found` before the first checkpoint."
     ),
+    openapi_extra={
+        "responses": {200: {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}
+    },
 )
 def checkpoint(request: HttpRequest, tenant: TenantQuery = None) -> HttpResponse:
     caller = caller_of(request, tenant)
@@ -161,12 +171,13 @@ def checkpoints(
 
 @router.get(
     "/audit/proof/inclusion",
-    response=responses({200: InclusionProofOut}, READ_ERRORS),
+    response=responses({200: InclusionProofOut}, (*READ_ERRORS, 410)),
     summary="Prove an event is in the log",
     description=(
         "The RFC 9162 inclusion proof of event `seq` (leaf `seq - 1`) in the tree of `tree_size` "
         "leaves (default: the log's size), for Go's `tlog.CheckRecord` or any RFC 9162 verifier. "
-        "422 naming the parameter when it is out of range."
+        "422 naming the parameter when it is out of range; 410 `audit_retired` for an event "
+        "retired from the live log (its archive proves it)."
     ),
 )
 def proof_inclusion(
@@ -220,21 +231,23 @@ EXPORT_PAGE = 5000
 
 @router.get(
     "/audit/export",
-    response=responses({200: dict[str, Any]}, (*READ_ERRORS, 403)),
+    response=responses({200: dict[str, Any]}, (*READ_ERRORS, 403, 410)),
     summary="Export a bundle for offline verification",
     description=(
-        "Admins: events `from_seq`..`to_seq` (default: to the newest) with a signed checkpoint, "
-        f"the hashes to its root and the verifier key, at most {EXPORT_PAGE} events a bundle "
-        "(a bundle ends at its `to_seq`: ask again from the next). `previous` (repeatable) adds "
-        "the consistency proof from a checkpoint size the auditor kept. Check it with "
-        "`python -m keelgate.audit.verify FILE`."
+        "Admins: events `from_seq` (default: the first the live log keeps) to `to_seq` (default: "
+        "the newest) with a signed checkpoint, the hashes to its root and the verifier key, at "
+        f"most {EXPORT_PAGE} events a bundle (a bundle ends at its `to_seq`: ask again from the "
+        f"next). `previous` (repeatable, at most {MAX_PREVIOUS}) adds the consistency proof from a "
+        "checkpoint size the auditor kept. Check it with `python -m keelgate.audit.verify FILE`. "
+        "A parameter out of range is 422 naming it; a range below the log's retention cut is 410 "
+        "`audit_retired` (those events are in the archive made when they were retired)."
     ),
 )
 def export(
     request: HttpRequest,
-    from_seq: Annotated[int, Query(1, ge=1, le=MAX_ID)] = 1,
+    from_seq: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
     to_seq: Annotated[int | None, Query(None, ge=1, le=MAX_ID)] = None,
-    previous: Annotated[list[int] | None, Query(None)] = None,
+    previous: Annotated[list[PreviousSize] | None, Query(None, max_length=MAX_PREVIOUS)] = None,
     tenant: TenantQuery = None,
 ) -> dict[str, Any]:
     caller = caller_of(request, tenant)

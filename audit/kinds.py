@@ -283,6 +283,23 @@ _KINDS = (
         "Too many wrong passwords locked a member's login out (the username and address).",
         {"username": "The member's username.", "ip_address": "The address the attempts came from."},
     ),
+    # The log itself.
+    EventKind(
+        "audit.retired",
+        ("audit.retention",),
+        "An operator retired the log's oldest events after their retention period: archived to a bundle"
+        " that verified, then removed from the live log, whose tree keeps their hashes.",
+        {
+            "from_seq": "The first event retired.",
+            "to_seq": "The last event retired: the live log serves events from the next one on.",
+            "archive_name": "The archive's file name (not its directory).",
+            "archive_sha256": "The SHA-256 of the archive file's bytes, hex: which file holds what was"
+            " retired.",
+            "checkpoint_size": "The size of the signed checkpoint the archive is proven under; the live log"
+            " proves every later checkpoint consistent with it.",
+            "older_than_days": "The retention period asked for, in days, when the cut was chosen by age.",
+        },
+    ),
 )
 
 EVENT_KINDS: dict[str, EventKind] = {kind.name: kind for kind in _KINDS}

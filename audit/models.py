@@ -9,6 +9,10 @@ subtrees it completes stored, the head moved) in one transaction under the tenan
 
 Events written before the tree (``version`` 1) also link into a sha256 hash chain
 (``prev_hash``, ``hash``), and keep verifying under it; they are leaves too.
+
+A tenant's oldest events may be *retired* after their retention period
+(:mod:`audit.retention`): archived to a verified bundle, then deleted below a cut
+(``ChainHead.retired_below``), while every ``TreeNode`` stays.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ class ChainHead(models.Model):
     """The number of the last hash-chained event (0 for a tenant whose log began as a tree)."""
     root = models.CharField(max_length=64, default="")
     """The tree's root over ``seq`` leaves, hex ("" for an empty tree)."""
+    retired_below = models.BigIntegerField(default=1, db_default=1)
+    """Events numbered below this were retired (archived, then deleted: ``audit.retention``);
+    1 while none were. Their subtree hashes stay, so the tree and its proofs are whole. A
+    database default too, so a process of the release before, running while this column
+    is added, still inserts a head."""
 
 
 class PendingEvent(models.Model):

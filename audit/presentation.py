@@ -276,6 +276,16 @@ def _registered(b: _Body) -> str:
     return f"Webhook to {b.text('host')} registered for {events}."
 
 
+def _retired(b: _Body) -> str:
+    age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
+    digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
+    return (
+        f"Events {b.text('from_seq')}–{b.text('to_seq')} retired{age}: archived to"
+        f" {b.text('archive_name', 'a bundle')}{digest} (checkpoint of size {b.text('checkpoint_size')})"
+        " and removed from the live log."
+    )
+
+
 WORDS: dict[str, Callable[[_Body], str]] = {
     "run.requested": lambda b: f"Run of agent {b.text('agent')} requested.",
     "run.started": _started,
@@ -296,5 +306,6 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "approval.expired": _expired,
     "webhook.registered": _registered,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
+    "audit.retired": _retired,
 }
 """A sentence for each kind in :data:`audit.kinds.EVENT_KINDS`, from its body."""

@@ -3,6 +3,8 @@
 Both read the O(log n) stored subtree hashes they need in one query
 (:func:`audit.tree.node_reader`) and answer in RFC 9162 order, which Go's
 ``sumdb/tlog`` (``CheckRecord``, ``CheckTree``) and :mod:`keelgate.audit` check.
+Retiring old events keeps every stored hash, so consistency proofs between any two sizes,
+and inclusion proofs of the events kept, are the same after a retirement as before.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from audit.checkpoints import latest_checkpoint, log_verifier_key
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead, Checkpoint
+from audit.retired import refuse_retired
 from audit.tree import event_leaf, node_reader
 from audit.wiring import integrate_pending
 from keelgate.audit import (
@@ -63,11 +66,14 @@ def log_size(tenant_id: str) -> int:
 def inclusion(tenant_id: str, *, seq: int, tree_size: int | None = None) -> InclusionProof:
     """The proof that event ``seq`` is in the tree of ``tree_size`` (default: the whole log).
 
-    Raises :class:`ProofRangeError` naming the parameter out of range.
+    Raises :class:`ProofRangeError` naming the parameter out of range, and
+    :class:`AuditRetiredError` for a retired event (the live log no longer serves it, though
+    its hash stays in the tree: the archive proves it).
     """
     size = log_size(tenant_id)
     tree_size = _within("tree_size", size if tree_size is None else tree_size, size, "the log's size")
     _within("seq", seq, tree_size, "tree_size")
+    refuse_retired(tenant_id, seq, "seq")
     return InclusionProof(seq - 1, tree_size, inclusion_proof(seq - 1, tree_size, node_reader(tenant_id)))
 
 

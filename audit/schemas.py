@@ -239,13 +239,20 @@ class ChainReportOut(BaseModel):
     """What verifying the chain found: ok, or the first number at which it breaks."""
 
     ok: bool
-    checked: int
+    checked: int = Field(
+        description=(
+            "The events checked up to `head_seq`: after a retirement, those the live log keeps "
+            "(the retired ones are proven by their archive and the kept hashes)."
+        )
+    )
     head_seq: int
     head_hash: str
     first_bad_seq: int | None
     reason: str | None = Field(
         description=(
-            "hash_mismatch, prev_hash_mismatch, sequence_gap, wrong_tenant, digest_mismatch or head_mismatch."
+            "hash_mismatch, prev_hash_mismatch, sequence_gap, leaf_mismatch, node_mismatch, "
+            "root_mismatch, checkpoint_mismatch, version_order, retired_mismatch, digest_mismatch "
+            "or head_mismatch."
         )
     )
 

@@ -10,6 +10,7 @@ it. Verification is :mod:`audit.verification`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ from django.db.models import Q, QuerySet
 from audit.digest import ChainDigest, sign_head
 from audit.models import AuditEvent as EventRow
 from audit.models import ChainHead, Checkpoint
+from audit.retention import RETIRED
+from audit.retired import refuse_retired
 from audit.verification import HEAD_MISMATCH, verify_log
 from audit.wiring import integrate_pending
 from keelgate.audit import ChainReport, format_at
@@ -39,7 +42,9 @@ __all__ = [
     "audit_event",
     "audit_events",
     "audit_events_exist",
+    "audit_head",
     "audit_heads",
+    "audit_retirement",
     "audit_tenants",
     "audit_verify",
     "audit_window",
@@ -191,13 +196,32 @@ def audit_window(
 
 
 def audit_event(*, tenant_id: str, seq: int) -> EventRow:
-    """The tenant's event numbered ``seq`` (what is pending numbered first); NotFoundError if
-    there is none."""
+    """The tenant's event numbered ``seq`` (what is pending numbered first); AuditRetiredError
+    if it was retired, NotFoundError if there is none."""
     integrate_pending([tenant_id])
     row = _sequenced(tenant_id).filter(seq=seq).first()
     if row is None:
+        refuse_retired(tenant_id, seq, "seq")
         raise NotFoundError()
     return row
+
+
+def audit_retirement(*, tenant_id: str, seq: int) -> EventRow | None:
+    """The kept ``audit.retired`` event that retired event ``seq``, if the log still keeps it
+    (a later retirement may have retired it too)."""
+    found = _sequenced(tenant_id).filter(kind=RETIRED).order_by("-seq")
+    for row in found[:_RETIREMENTS_READ]:
+        try:
+            body = json.loads(row.body)
+            if body["from_seq"] <= seq <= body["to_seq"]:
+                return row
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+_RETIREMENTS_READ = 50
+"""Retirements :func:`audit_retirement` looks through, newest first (one every six months is usual)."""
 
 
 def audit_tenants() -> list[str]:
@@ -218,6 +242,13 @@ def audit_heads(tenant_ids: Iterable[str]) -> dict[str, int]:
     ids = list(tenant_ids)
     heads = dict(ChainHead.objects.filter(tenant_id__in=ids).values_list("tenant_id", "seq"))
     return {t: int(heads.get(t, 0)) for t in ids}
+
+
+def audit_head(*, tenant_id: str) -> tuple[int, int]:
+    """The newest event's number of the tenant (0 without events yet) and the first the live
+    log keeps (1 until a retirement), in one read of the head."""
+    found = ChainHead.objects.filter(tenant_id=tenant_id).values_list("seq", "retired_below").first()
+    return (int(found[0]), max(int(found[1]), 1)) if found else (0, 1)
 
 
 def audit_digest(*, tenant_id: str) -> ChainDigest:

@@ -7,12 +7,26 @@ recomputed from the leaves; the root at every signed checkpoint (whose signature
 verify) and at the head. Then no numbered event may lie beyond the head. The first
 break is reported with its number and a reason, so ``verify_audit`` and the page can
 name the first bad event.
+
+After a retirement (:mod:`audit.retention`) the events below the cut are gone, their
+subtree hashes kept, and the walk starts at the cut from those hashes
+(:meth:`keelgate.audit.TreeBuilder.from_edge`). What is still checked below it: every
+signed checkpoint there, each shown a prefix of the tree at the cut by a consistency
+proof built from the stored hashes (so the hashes every later proof is served from agree
+with every signature, and the edge the walk starts from is bound by the checkpoints at
+and after the cut); and that the newest ``audit.retired`` event kept names the cut, so
+events deleted by hand are never taken for retired ones. What is not: the retired
+events' own fields (the archive's to prove, offline, under its signed checkpoint), and a
+stored hash that no signed checkpoint's proof uses. A hash-chained (``version`` 1)
+event kept is checked from the first one kept, whose ``prev_hash`` is taken as given
+(the event it links to is in the archive); the head's chain hash only while the last
+chained event is kept. Its leaf, ``prev_hash`` included, is checked as every leaf is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,27 +36,33 @@ from audit.checkpoints import log_verifier_key
 from audit.digest import verify_digest
 from audit.models import LEGACY_CHAIN, TREE_LEAF, ChainHead, Checkpoint, TreeNode
 from audit.models import AuditEvent as EventRow
+from audit.retention import RETIRED
 from audit.wiring import integrate_pending
 from keelgate.audit import (
     GENESIS_HASH,
     ChainReport,
     NoteError,
+    ProofError,
     TreeBuilder,
+    check_consistency,
     compute_hash,
+    consistency_proof,
     fast_canonical,
     in_stored_form,
     leaf_object,
     object_leaf_hash,
     open_note,
     parse_checkpoint,
+    range_nodes,
 )
-from sitekit.errors import DigestError
+from sitekit.errors import AuditRetiredError, DigestError
 
 __all__ = [
     "CHECKPOINT_MISMATCH",
     "HEAD_MISMATCH",
     "LEAF_MISMATCH",
     "NODE_MISMATCH",
+    "RETIRED_MISMATCH",
     "ROOT_MISMATCH",
     "VERSION_ORDER",
     "verify_log",
@@ -62,6 +82,10 @@ CHECKPOINT_MISMATCH = "checkpoint_mismatch"
 the log was rewritten after it was signed."""
 VERSION_ORDER = "version_order"
 """A hash-chained event after a tree leaf, or an unknown version."""
+RETIRED_MISMATCH = "retired_mismatch"
+"""The log keeps events from a cut that no ``audit.retired`` event it keeps names: events
+were deleted by hand (``first_bad_seq``: the first one no retirement accounts for); or an
+event below the cut is in the live log."""
 
 
 def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> ChainReport:
@@ -71,8 +95,11 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
     digest from :func:`audit.digest.sign_head`), the digest is checked first (raising
     :class:`~sitekit.errors.DigestError` if it is malformed, for another tenant or not
     signed by this site) and the log must still hold it: the root at its ``seq``, or for
-    a digest signed before the tree, the chain hash there (``digest_mismatch``).
+    a digest signed before the tree, the chain hash there (``digest_mismatch``). A digest
+    of a retired event that is not a root the kept hashes prove (a chain hash) cannot be
+    checked here: :class:`~sitekit.errors.AuditRetiredError` (its archive can).
     Safe to run while others append: it walks what the head counted when it began.
+    The report's ``checked`` counts the events walked: those kept.
     """
     expect: tuple[int, str] | None = None
     if against is not None:
@@ -83,7 +110,14 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
     integrate_pending([tenant_id])
     head = ChainHead.objects.filter(tenant_id=tenant_id).first()
     size, root = (head.seq, head.root) if head else (0, "")
+    kept = max(head.retired_below, 1) if head else 1
     walk = _Walk(tenant_id, checkpoints=_checkpoint_roots(tenant_id, size), expect=expect)
+    if kept - 1 > size:  # retired past its own end: the head was edited
+        return walk.broken(size + 1, HEAD_MISMATCH)
+    if head is not None and kept > 1:
+        report = walk.start_at(kept - 1, head_chain_seq=head.chain_seq)
+        if report is not None:
+            return report
     rows = (
         EventRow.objects.filter(tenant_id=tenant_id, seq__lte=size)
         .order_by("seq")
@@ -98,11 +132,14 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
         return walk.broken(size, ROOT_MISMATCH)
     if expect is not None and not walk.expect_met:
         return walk.broken(expect[0], "digest_mismatch")
-    if head is not None and (head.chain_seq, head.hash if head.chain_seq else GENESIS_HASH) != (
-        walk.chain_seq,
-        walk.chain,
-    ):  # the head names the last hash-chained event: the cut-over
+    if (
+        head is not None
+        and (head.chain_seq > walk.start or walk.start == 0)
+        and (head.chain_seq, head.hash if head.chain_seq else GENESIS_HASH) != (walk.chain_seq, walk.chain)
+    ):  # the head names the last hash-chained event (the cut-over), unless it was retired
         return walk.broken(min(head.chain_seq, walk.chain_seq) + 1, HEAD_MISMATCH)
+    if kept > 1 and (unaccounted := _unaccounted(tenant_id, kept)) is not None:
+        return walk.broken(unaccounted, RETIRED_MISMATCH)
     now = ChainHead.objects.filter(tenant_id=tenant_id).values_list("seq", flat=True).first() or 0
     if Checkpoint.objects.filter(tenant_id=tenant_id, size__gt=max(now, size)).exists():
         # A signed checkpoint of a bigger tree than there is: the log was cut back.
@@ -115,7 +152,21 @@ def verify_log(*, tenant_id: str, against: Mapping[str, Any] | None = None) -> C
     )
     if forged is not None:
         return walk.broken(forged, HEAD_MISMATCH)
-    return ChainReport(True, size, size, walk.builder.root().hex() if size else GENESIS_HASH, None, None)
+    done = walk.builder.root().hex() if size else GENESIS_HASH
+    return ChainReport(True, size - walk.start, size, done, None, None)
+
+
+def _unaccounted(tenant_id: str, kept: int) -> int | None:
+    """The first event below the cut ``kept`` that no retirement accounts for: the newest
+    ``audit.retired`` event kept must name the cut (its ``to_seq`` is ``kept - 1``)."""
+    found = EventRow.objects.filter(tenant_id=tenant_id, kind=RETIRED, seq__gte=kept).order_by("-seq").first()
+    try:
+        said = json.loads(found.body)["to_seq"] if found is not None else 0
+    except (ValueError, KeyError, TypeError):
+        said = 0
+    if said == kept - 1:
+        return None
+    return said + 1 if isinstance(said, int) and 0 <= said < kept - 1 else 1
 
 
 class _Walk:
@@ -132,17 +183,53 @@ class _Walk:
         self.expect = expect
         self.expect_met = False
         self.builder = TreeBuilder()
+        self.start = 0
+        """The leaves retired: the walk starts after them."""
         self.size = 0
-        self.chain = GENESIS_HASH
+        self.chain: str | None = GENESIS_HASH
+        """The hash the next hash-chained event links to; None: the first one kept (any)."""
         self.chain_seq = 0
         self.chain_closed = False
         self.good_root = GENESIS_HASH
         self.made: dict[tuple[int, int], bytes] = {}
 
     def broken(self, seq: int, reason: str) -> ChainReport:
-        """The report of a break at ``seq``, everything before it verified."""
+        """The report of a break at ``seq``, everything before it verified (none, for a
+        break at or below the cut)."""
+        if seq <= self.start:
+            return ChainReport(False, 0, 0, GENESIS_HASH, seq, reason)
         good = min(seq - 1, self.size)
-        return ChainReport(False, good, good, self.good_root, seq, reason)
+        return ChainReport(False, good - self.start, good, self.good_root, seq, reason)
+
+    def start_at(self, cut: int, *, head_chain_seq: int) -> ChainReport | None:
+        """Start after the ``cut`` retired leaves, from their stored right edge, once every
+        checkpoint at or below the cut (and the digest, if it is there) is shown a prefix of
+        it; else the break. Kept events may be hash-chained only while the head's last
+        chained event, ``head_chain_seq``, is kept."""
+        read = _Nodes(self.tenant_id)
+        try:
+            edge = read(range_nodes(0, cut))
+        except LookupError as exc:
+            return self.broken(_first_leaf(exc.args[0]), NODE_MISMATCH)
+        for node, h in zip(range_nodes(0, cut), edge, strict=True):
+            if len(h) != 32:
+                return self.broken(_first_leaf(node), NODE_MISMATCH)
+        builder = TreeBuilder.from_edge(cut, edge)
+        root = builder.root()
+        below = sorted((size, cp_root) for size, cp_root in self.checkpoints.items() if size <= cut)
+        bad = _first_not_prefix(read, cut, root, below)
+        if bad is not None:
+            return self.broken(*bad)
+        if self.expect is not None and self.expect[0] <= cut:
+            if _first_not_prefix(read, cut, root, [self.expect]) is None:
+                self.expect_met = True
+            elif self.expect[0] <= head_chain_seq:  # perhaps a chain hash: only the archive has it
+                raise AuditRetiredError("", cut + 1)
+            else:
+                return self.broken(self.expect[0], "digest_mismatch")
+        self.builder, self.start, self.size, self.good_root = builder, cut, cut, root.hex()
+        self.chain, self.chain_closed = (None, False) if head_chain_seq > cut else (GENESIS_HASH, True)
+        return None
 
     def run(self, rows: Iterable[tuple[Any, ...]]) -> ChainReport | None:
         for row in rows:
@@ -159,6 +246,8 @@ class _Walk:
 
     def step(self, row: tuple[Any, ...]) -> ChainReport | None:
         seq, at, actor, kind, body_text, version, prev_hash, hash_, leaf_hex = row
+        if seq <= self.start:  # a retired event, still (or again) in the live log
+            return self.broken(seq, RETIRED_MISMATCH)
         if seq != self.size + 1:
             return self.broken(self.size + 1, "sequence_gap")
         try:
@@ -169,7 +258,7 @@ class _Walk:
         if version == LEGACY_CHAIN:
             if self.chain_closed:
                 return self.broken(seq, VERSION_ORDER)
-            if prev_hash != self.chain:
+            if self.chain is not None and prev_hash != self.chain:
                 return self.broken(seq, "prev_hash_mismatch")
             canonical = fast_canonical(self.tenant_id, seq, at_time, actor, kind, body)
             if not in_stored_form(at, body_text) or compute_hash(prev_hash, canonical) != hash_:
@@ -233,6 +322,76 @@ class _Walk:
             level, index = min(bad)
             return self.broken((index << level) + 1, NODE_MISMATCH)
         return None
+
+
+class _Nodes:
+    """Reads a tenant's stored subtree hashes, a batch a query, keeping what it read."""
+
+    def __init__(self, tenant_id: str) -> None:
+        self.tenant_id = tenant_id
+        self.known: dict[tuple[int, int], bytes] = {}
+
+    def fetch(self, wanted: Iterable[tuple[int, int]]) -> None:
+        """Read every node of ``wanted`` not read yet, in one query."""
+        levels: dict[int, list[int]] = {}
+        for level, index in {node for node in wanted if node not in self.known}:
+            levels.setdefault(level, []).append(index)
+        if not levels:
+            return
+        where = Q()
+        for level, indexes in levels.items():
+            where |= Q(level=level, index__in=indexes)
+        rows = TreeNode.objects.filter(where, tenant_id=self.tenant_id).values_list("level", "index", "hash")
+        self.known.update({(level, index): bytes(h) for level, index, h in rows})
+
+    def __call__(self, wanted: Sequence[tuple[int, int]]) -> list[bytes]:
+        self.fetch(wanted)
+        try:
+            return [self.known[node] for node in wanted]
+        except KeyError as exc:
+            raise LookupError(exc.args[0]) from exc
+
+
+def _first_leaf(node: tuple[int, int]) -> int:
+    """The number of the first event under the subtree ``(level, index)``."""
+    level, index = node
+    return (index << level) + 1
+
+
+_PREFIXES_A_QUERY = 100
+"""Consistency proofs whose stored hashes :func:`_first_not_prefix` reads in one query."""
+
+
+def _first_not_prefix(
+    read: _Nodes, cut: int, root: bytes, trees: Sequence[tuple[int, str | None]]
+) -> tuple[int, str] | None:
+    """The first of ``trees`` ((size, root hex or None: unverified), sizes at most ``cut``) that
+    is not a prefix of the tree ``(cut, root)`` by a consistency proof from the stored
+    hashes, as ``(size, reason)``; None when all are."""
+    wanted: list[tuple[int, int]] = []
+
+    def plan(nodes: Sequence[tuple[int, int]]) -> list[bytes]:
+        wanted.extend(nodes)
+        return [bytes(32)] * len(nodes)  # stand-ins: only which hashes a proof reads is wanted
+
+    for start in range(0, len(trees), _PREFIXES_A_QUERY):
+        chunk = trees[start : start + _PREFIXES_A_QUERY]
+        wanted.clear()
+        for size, _ in chunk:
+            if 0 < size < cut:
+                consistency_proof(size, cut, plan)
+        read.fetch(wanted)
+        for size, said in chunk:
+            if said is None:
+                return size, CHECKPOINT_MISMATCH
+            try:
+                proof = consistency_proof(size, cut, read) if size < cut else []
+                check_consistency(size, cut, bytes.fromhex(said), root, proof)
+            except LookupError as exc:
+                return _first_leaf(exc.args[0]), NODE_MISMATCH
+            except (ProofError, ValueError):
+                return size, CHECKPOINT_MISMATCH
+    return None
 
 
 def _checkpoint_roots(tenant_id: str, size: int) -> dict[int, str | None]:

@@ -25,16 +25,19 @@ from audit.checkpoints import latest_checkpoint
 from audit.exports import export_bundle
 from audit.kinds import EVENT_KINDS
 from audit.proofs import check_event
+from audit.retired import first_kept
 from audit.review import ReviewQuery, checkpoint_entries, decision_entries, event_entries
 from audit.selectors import (
     audit_checkpoints,
     audit_event,
+    audit_head,
     audit_heads,
+    audit_retirement,
     audit_verify,
     audit_window,
 )
 from sitekit.api import MAX_ID
-from sitekit.errors import InvalidCursorError, NotFoundError
+from sitekit.errors import AuditRetiredError, InvalidCursorError, NotFoundError
 from sitekit.pages import console_page
 from tenants.access import require_role
 from tenants.models import Role
@@ -95,7 +98,7 @@ def audit_decision_rows(request: HttpRequest, tenant_id: str) -> HttpResponse:
 def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragment: bool) -> HttpResponse:
     _require_member(request, tenant_id)
     # The head before the page is read: the live socket catches up from here.
-    head = audit_heads([tenant_id])[tenant_id]
+    head, kept = audit_head(tenant_id=tenant_id)
     query = ReviewQuery.read(request.GET)
     window = None
     if query.filters is not None:
@@ -127,6 +130,7 @@ def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragmen
         "newer_query": query.query(after=window.newer) if window and window.newer is not None else None,
         "older_query": query.query(before=window.older) if window and window.older is not None else None,
         "kinds": list(EVENT_KINDS),
+        "first_kept": kept,
         "export_url": reverse("audit-export", args=[tenant_id])
         if allows(request, tenant_id, Role.ADMIN)
         else "",
@@ -141,7 +145,10 @@ def _list_page(request: HttpRequest, tenant_id: str, *, decisions: bool, fragmen
 def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResponse:
     """One sequenced event: its words, body (untrusted, escaped), hashes, and the proof block."""
     _require_member(request, tenant_id)
-    row = audit_event(tenant_id=tenant_id, seq=seq)
+    try:
+        row = audit_event(tenant_id=tenant_id, seq=seq)
+    except AuditRetiredError as exc:
+        return _retired_page(request, tenant_id, seq, exc.first_kept)
     (entry,) = event_entries(tenant_id, [row])
     checkpoint = latest_checkpoint(tenant_id)
     return render(
@@ -156,6 +163,14 @@ def audit_event_view(request: HttpRequest, tenant_id: str, seq: int) -> HttpResp
             "trail_query": urlencode({"run": entry.row.run_id}) if entry.row.run_id else "",
         },
     )
+
+
+def _retired_page(request: HttpRequest, tenant_id: str, seq: int, first_kept: int) -> HttpResponse:
+    """A retired event's page (410): that it was retired, by which retirement, and where it is now."""
+    retirement = audit_retirement(tenant_id=tenant_id, seq=seq)
+    entry = event_entries(tenant_id, [retirement])[0] if retirement is not None else None
+    context = {"tenant_id": tenant_id, "seq": seq, "first_kept": first_kept, "retirement": entry}
+    return render(request, "audit/retired.html", context, status=410)
 
 
 @require_GET
@@ -186,10 +201,13 @@ def audit_verify_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
     """Verify the whole chain; report intact, or the first broken event with a link to it."""
     require_role(request.user, tenant_id, Role.VIEWER)
     report = audit_verify(tenant_id=tenant_id)
+    kept = first_kept(tenant_id)
     url = reverse("audit-chain", args=[tenant_id])
     if report.ok:
+        retired = f" (events below {kept} retired: checked from the tree's kept hashes)" if kept > 1 else ""
         messages.success(
-            request, f"Chain of {tenant_id} is intact: {report.checked} events, head seq {report.head_seq}."
+            request,
+            f"Chain of {tenant_id} is intact: {report.checked} events, head seq {report.head_seq}{retired}.",
         )
         return HttpResponseRedirect(url, status=303)
     bad = report.first_bad_seq or 0

@@ -22,6 +22,9 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     │   ├── DigestKeyMismatchError     digest_key_mismatch
     │   ├── DigestSignatureError       digest_signature_invalid
     │   └── EmptyChainError            audit_chain_empty [404]
+    ├── ProofRangeError                proof_out_of_range [422]  names the parameter
+    ├── AuditRetiredError              audit_retired [410]  below the log's retention cut
+    ├── RetirementRefusedError         audit_retirement_refused [409]  nothing was deleted
     ├── WebhookUrlRefusedError         webhook_url_refused [422]
     ├── BulkNotAllowedError            bulk_not_allowed [409]
     ├── NotAnUnknownOutcomeError       not_an_unknown_outcome [409]  the call's outcome is known
@@ -40,6 +43,7 @@ from keelgate.errors import AlreadyDecidedError, ConfigurationError, KeelgateErr
 
 __all__ = [
     "ApprovalWithdrawnError",
+    "AuditRetiredError",
     "AuthRateLimitedError",
     "BulkNotAllowedError",
     "CsrfFailedError",
@@ -56,7 +60,9 @@ __all__ = [
     "NotAnUnknownOutcomeError",
     "NotFoundError",
     "NotResumableError",
+    "ProofRangeError",
     "RateLimitedError",
+    "RetirementRefusedError",
     "TenantRequiredError",
     "UnknownAgentError",
     "WebhookUrlRefusedError",
@@ -186,6 +192,38 @@ class ProofRangeError(KeelgateError):
     def __init__(self, field: str = "", bound: str = "in range") -> None:
         super().__init__(f"query.{field}: must be {bound}" if field else "")
         self.field = field
+
+
+class AuditRetiredError(KeelgateError):
+    """The audit events asked for were retired: archived to a bundle, then removed from the live log.
+
+    Stable rather than 404: the event existed, its hash is still in the tree and in every
+    checkpoint since, and the archive made when it was retired holds it (``detail`` names
+    the cut). ``first_kept`` is the lowest number the live log still serves.
+    """
+
+    code = "audit_retired"
+    message = "Retired: those audit events were archived and removed from the live log."
+    http_status = 410
+
+    def __init__(self, field: str = "", first_kept: int = 0) -> None:
+        where = f"query.{field}: " if field else ""
+        super().__init__(f"{where}events below {first_kept} were retired" if first_kept else "")
+        self.field = field
+        self.first_kept = first_kept
+
+
+class RetirementRefusedError(KeelgateError):
+    """A retirement of old audit events that will not be done as asked (a cut past the head,
+    an archive that exists, failed or did not verify, another retirement meanwhile).
+
+    Raised before anything is deleted, or from inside the transaction that deletes, which
+    it rolls back: a refused retirement leaves the live log as it was. ``detail`` says why.
+    """
+
+    code = "audit_retirement_refused"
+    message = "The audit events were not retired; nothing was deleted."
+    http_status = 409
 
 
 class WebhookUrlRefusedError(KeelgateError):

@@ -96,11 +96,35 @@ class TreeBuilder:
 
     For walking a whole log (verifying it, exporting it) without a store: ``add``
     answers with the complete subtrees each leaf completes, ``root`` is the current root.
+    :meth:`from_edge` starts one part way, from the hashes a log keeps when it retires
+    its oldest leaves.
     """
 
     def __init__(self) -> None:
         self.size = 0
         self._edge: list[tuple[int, bytes]] = []  # (level, hash), levels strictly decreasing
+
+    @classmethod
+    def from_edge(cls, size: int, edge: Sequence[bytes]) -> TreeBuilder:
+        """A builder that already holds ``size`` leaves, given only their right edge: the
+        hashes of :func:`range_nodes` ``(0, size)``, left to right (one per bit set in
+        ``size``, the largest subtree first).
+
+        What a log that retired its first ``size`` leaves but kept its subtree hashes walks
+        on from: every leaf added after answers, and roots, exactly as if all ``size``
+        leaves had been added. Nothing here checks the edge against leaves (they are gone);
+        a signed root at or after ``size`` does. Raises :class:`ProofError` for an edge of
+        the wrong length or a hash that is not 32 bytes.
+        """
+        if size < 0:
+            raise ProofError("tree size is negative")
+        nodes = range_nodes(0, size)
+        if len(edge) != len(nodes) or any(len(h) != 32 for h in edge):
+            raise ProofError(f"a tree of {size} has an edge of {len(nodes)} hashes, not {len(edge)}")
+        builder = cls()
+        builder.size = size
+        builder._edge = [(level, bytes(h)) for (level, _), h in zip(nodes, edge, strict=True)]
+        return builder
 
     def add(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
         """Append one leaf hash; the ``(level, index, hash)`` of every subtree it completes."""

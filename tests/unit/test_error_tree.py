@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import builtins
+from types import ModuleType
 
 import keelgate.errors
 
 
-def drawn_tree() -> list[tuple[int, str, str]]:
-    """(depth, class name, the rest of the line) for every line of the drawing, in order."""
-    doc = keelgate.errors.__doc__ or ""
+def drawn_tree(module: ModuleType = keelgate.errors) -> list[tuple[int, str, str]]:
+    """(depth, class name, the rest of the line) for every line of ``module``'s drawing, in order."""
+    doc = module.__doc__ or ""
     drawing = doc.split("::", 1)[1].strip("\n").splitlines()
     indent = len(drawing[0]) - len(drawing[0].lstrip())
     rows = []

@@ -22,7 +22,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--tenant", required=True, help="The tenant's id.")
-        parser.add_argument("--from-seq", type=int, default=1, help="The first event (default 1).")
+        parser.add_argument(
+            "--from-seq",
+            type=int,
+            help="The first event (default: the first the live log keeps, 1 until a retirement).",
+        )
         parser.add_argument("--to-seq", type=int, help="The last event (default: the newest signed).")
         parser.add_argument(
             "--previous",

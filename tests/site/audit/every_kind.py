@@ -135,6 +135,14 @@ BODIES: dict[str, dict[str, Any]] = {
         "from_seq": 3,
     },
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
+    "audit.retired": {
+        "from_seq": 1,
+        "to_seq": 49,
+        "archive_name": f"acme-{HOSTILE}.json",
+        "archive_sha256": "cd" * 32,
+        "checkpoint_size": 60,
+        "older_than_days": 183,
+    },
 }
 """A body for each kind of :data:`audit.kinds.EVENT_KINDS`, shaped as its writer shapes it."""
 
@@ -153,6 +161,10 @@ WORDS = {
         ' from 10.0.0.6. Note: "checked the ledger".'
     ),
     "run.status": "Run is now waiting (approval).",
+    "audit.retired": (
+        f"Events 1–49 retired, older than 183 days: archived to acme-{HOSTILE}.json, sha256 cdcdcdcdcdcd…"
+        " (checkpoint of size 60) and removed from the live log."
+    ),
 }
 """What the page says of a few of them, word for word."""
 

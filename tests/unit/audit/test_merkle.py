@@ -291,6 +291,30 @@ def test_a_tree_builder_grows_the_stored_tree() -> None:
         assert (builder.size, builder.root()) == (i + 1, mth(0, i + 1)), i
 
 
+def test_a_tree_builder_resumes_from_the_right_edge_of_any_size() -> None:
+    """From the stored edge of every size up to EXHAUSTIVE (what a log keeps when it retires
+    its first leaves), a builder adds the next leaves exactly as one that saw them all: the
+    same subtrees completed, the same roots."""
+    for cut in range(EXHAUSTIVE + 1):
+        edge = LOG.read(range_nodes(0, cut))
+        resumed = TreeBuilder.from_edge(cut, edge)
+        assert (resumed.size, resumed.root()) == (cut, mth(0, cut) if cut else EMPTY_ROOT), cut
+        for i in range(cut, cut + 40):
+            leaf = leaf_hash(ENTRIES[i])
+            assert resumed.add(leaf) == new_nodes(i, [leaf], LOG.read), (cut, i)
+            assert resumed.root() == mth(0, i + 1), (cut, i)
+
+
+@pytest.mark.parametrize(
+    ("size", "edge"),
+    [(5, [bytes(32)]), (4, [bytes(32), bytes(32)]), (3, [bytes(32), bytes(31)]), (0, [bytes(32)]), (-1, [])],
+)
+def test_a_tree_builder_refuses_an_edge_that_cannot_be(size: int, edge: list[bytes]) -> None:
+    """An edge is one 32-byte hash per bit of the size: anything else is a ProofError."""
+    with pytest.raises(ProofError):
+        TreeBuilder.from_edge(size, edge)
+
+
 def test_new_nodes_of_an_empty_batch_is_empty() -> None:
     """Appending nothing makes nothing and reads nothing."""
     log = _built(5, seed=1)
