@@ -88,7 +88,9 @@ class RunStartIn(Schema):
     )
     limits: StopIn | None = Field(None, description="The run's stop conditions (its budget).")
     stop: StopIn | None = Field(
-        None, description="Deprecated: the old name of `limits`.", json_schema_extra={"deprecated": True}
+        None,
+        description="Deprecated: the old name of `limits`, ignored when `limits` is given.",
+        json_schema_extra={"deprecated": True},
     )
 
     _one_name = model_validator(mode="after")(lambda self: _limits_under_one_name(self))
@@ -101,7 +103,9 @@ class RunResumeIn(Schema):
 
     limits: StopIn | None = Field(None, description="The run's new stop conditions.")
     stop: StopIn | None = Field(
-        None, description="Deprecated: the old name of `limits`.", json_schema_extra={"deprecated": True}
+        None,
+        description="Deprecated: the old name of `limits`, ignored when `limits` is given.",
+        json_schema_extra={"deprecated": True},
     )
 
     _one_name = model_validator(mode="after")(lambda self: _limits_under_one_name(self))
@@ -109,11 +113,11 @@ class RunResumeIn(Schema):
 
 def _limits_under_one_name(payload: Any) -> Any:
     """``stop`` (deprecated) becomes ``limits``, the name every response uses, so a request
-    means the same under either name (its idempotency fingerprint too)."""
-    if payload.stop is not None:
-        if payload.limits is not None:
-            raise ValueError("give the stop conditions as `limits` only (`stop` is its old name)")
-        payload.limits, payload.stop = payload.stop, None
+    means the same under either name (its idempotency fingerprint too). Given both, the
+    new name wins: any request the schema allows is accepted, and means one thing."""
+    if payload.stop is not None and payload.limits is None:
+        payload.limits = payload.stop
+    payload.stop = None
     return payload
 
 

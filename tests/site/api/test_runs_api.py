@@ -180,11 +180,10 @@ def test_resume_takes_no_body_too(client, keys, brokerage_path, operator):
 
 
 def test_the_limits_go_in_as_limits_and_stop_is_their_deprecated_old_name(client):
-    """`limits` both ways; `stop` still means the same (under one Idempotency-Key too); both is 422."""
+    """`limits` both ways; `stop` means the same (under one Idempotency-Key too); given both, `limits`."""
     old = client.post("/runs", {**START, "stop": {"max_iterations": 3}}, **{"Idempotency-Key": "k-limits"})
     assert old.status_code == 201 and old.json()["limits"]["max_iterations"] == 3
     new = client.post("/runs", {**START, "limits": {"max_iterations": 3}}, **{"Idempotency-Key": "k-limits"})
     assert new.status_code == 200 and new.json()["run_id"] == old.json()["run_id"]  # the same request
-    both = client.post("/runs", {**START, "limits": {"max_iterations": 3}, "stop": {"max_iterations": 4}})
-    assert both.status_code == 422 and "`limits` only" in both.json()["detail"]
-    assert Run.objects.count() == 1
+    both = client.post("/runs", {**START, "limits": {"max_iterations": 5}, "stop": {"max_iterations": 4}})
+    assert both.status_code == 201 and both.json()["limits"]["max_iterations"] == 5
