@@ -217,15 +217,14 @@ def inbox_sections(
     unknowns = view.filter.unknowns(unknown_outcomes_for(tenant_ids=ids))
     a_page = approvals_page(approvals, cursor=view.after)
     u_page = unknowns_page(unknowns, cursor=view.unknown_after)
-    a_total, u_total = approvals_total(approvals), unknowns_total(unknowns)
+    numbers = inbox_numbers(tenant_ids=ids, view=view, now=now)
     asked = approvals_of(u_page.rows)
-    waits = [at for at in (a_total.oldest, u_total.oldest) if at is not None]
     return InboxSections(
         approvals=[approval_entry(r, role=roles.get(r.tenant_id), username=username) for r in a_page.rows],
         unknowns=[unknown_entry(r, role=roles.get(r.tenant_id), approvals=asked) for r in u_page.rows],
         approvals_page=a_page,
         unknowns_page=u_page,
-        approvals_total=a_total.count,
-        unknowns_total=u_total.count,
-        oldest=min(waits) if waits else None,
+        approvals_total=numbers.approvals_total,
+        unknowns_total=numbers.unknowns_total,
+        oldest=numbers.oldest,
     )

@@ -349,14 +349,16 @@ class InboxConsumer(AsyncWebsocketConsumer):
         }
         if self.items:  # the numbers around the cards follow the stream too
             context.update(
-                n=inbox_numbers(tenant_ids=list(self.tenants), view=self.view, now=now()),
                 recent=recently_decided(tenant_ids=list(self.tenants)),
                 approvals_only=self.view.filter.approvals_only,
             )
         if self.items and full:
             sections = inbox_sections(roles=self.tenants, username=self.username, view=self.view, now=now())
-            context.update({"s": sections, "approvals": sections.approvals, "unknowns": sections.unknowns})
+            context.update(
+                {"s": sections, "n": sections, "approvals": sections.approvals, "unknowns": sections.unknowns}
+            )
         elif self.items:
+            context["n"] = inbox_numbers(tenant_ids=list(self.tenants), view=self.view, now=now())
             upsert_a, upsert_u, gone_a, gone_u = [], [], [], []
             shown = self.view.filter
             for tenant_id, run_ids in touched.items():

@@ -17,7 +17,7 @@ from typing import Any
 from keelgate.loop import ActionStatus, LoopState
 from runs.models import Run
 from runs.outcomes import Edit, RunOutcome, deciding_call, edits_of
-from runs.selectors import BUDGET_WORDS, STOP_REASONS, run_cancel_note
+from runs.selectors import BUDGET_WORDS, STOP_REASONS, run_cancel_note, withdrawn_by
 
 __all__ = ["OUTCOME_WORDS", "OutcomeStory", "OutcomeWords", "edit_words", "outcome_story", "outcome_words"]
 
@@ -102,7 +102,7 @@ def outcome_story(run: Run, state: LoopState | None) -> OutcomeStory | None:
         sentence = "Completed with a person's edit: " + "; ".join(edit_words(e) for e in edits) + "."
         by = edits[0].by if edits else None
     elif outcome == RunOutcome.CANCELLED:
-        by = run.cancel_requested_by or _withdrawn_by(state)
+        by = run.cancel_requested_by or withdrawn_by(state)
         note = _cancel_note(run) or None
         sentence = f"Cancelled by {by}." if by else "Cancelled."
     elif outcome == RunOutcome.BUDGET_STOP:
@@ -137,19 +137,6 @@ def _denied(tool: str, code: str | None, approval: Any) -> tuple[str | None, str
     if approval is not None and approval.expired:
         return None, None, f"Denied: nobody decided {tool} before its deadline; it never ran."
     return None, None, f"Denied by the gateway's policy ({code or 'denied'}): {tool} never ran."
-
-
-def _withdrawn_by(state: LoopState | None) -> str | None:
-    if state is None:
-        return None
-    return next(
-        (
-            a.outcome.settled_by
-            for a in state.actions
-            if a.outcome.code == "run_cancelled" and a.outcome.settled_by
-        ),
-        None,
-    )
 
 
 def _cancel_note(run: Run) -> str:

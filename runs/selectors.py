@@ -194,6 +194,20 @@ def run_cancel_note(run: Run) -> CancelNote | None:
     return CancelNote(by=row.actor, at=at, note=note if isinstance(note, str) else "")
 
 
+def withdrawn_by(state: LoopState | None) -> str | None:
+    """Who cancelled the run, as its withdrawn calls record it (None: none was withdrawn)."""
+    if state is None:
+        return None
+    return next(
+        (
+            a.outcome.settled_by
+            for a in state.actions
+            if a.outcome.code == "run_cancelled" and a.outcome.settled_by
+        ),
+        None,
+    )
+
+
 def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:
     """One line saying what happened in ``run`` ("order filled", "denied by bob"), and its tone."""
     actions = state.actions if state is not None else []
@@ -205,14 +219,7 @@ def run_words(run: Run, state: LoopState | None) -> tuple[str, str]:
             return "completed", "ok"  # no call changed anything: nothing else to tell
         return told, "ok" if all(tone == "ok" for _, tone in calls) else "bad"
     if status == RunStatus.CANCELLED:
-        who = run.cancel_requested_by or next(
-            (
-                a.outcome.settled_by
-                for a in actions
-                if a.outcome.code == "run_cancelled" and a.outcome.settled_by
-            ),
-            "",
-        )
+        who = run.cancel_requested_by or withdrawn_by(state) or ""
         return _join(told, f"cancelled by {who}" if who else "cancelled"), "bad"
     if status == RunStatus.WAITING:
         return told or "waiting for a person", "wait"

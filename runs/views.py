@@ -280,7 +280,8 @@ def _status_context(request: HttpRequest, run: Run, state: LoopState | None) -> 
         "budget_stop": bool(run.stop_reason) and run.stop_reason in {r.value for r in _HIT_BY},
         "waiting": waiting,
         "words": run_words(run, state),
-        "cancelled": run_cancel_note(run),
+        # A cancel still asked (the outcome line says who and why once it is done).
+        "cancelled": run_cancel_note(run) if run.status == RunStatus.RUNNING else None,
         "story": outcome_story(run, state),
     }
 
