@@ -29,7 +29,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "2": ("bench.step_postgres", "durable step cost, PostgreSQL"),
     "3": ("bench.workers", "worker throughput, PostgreSQL"),
     "3b": ("bench.step_processes", "the step in 1 and 2 processes, PostgreSQL"),
-    "4": ("bench.audit_chain", "audit chain appends and verification"),
+    "4": ("bench.audit_chain", "the audit log: appends, checkpoints, verification, proofs"),
     "5": ("bench.live", "live inbox latency"),
     "6": ("bench.api_load", "API throughput"),
     "7": ("bench.sigkill", "duplicates under SIGKILL"),

@@ -9,6 +9,14 @@ against bench 3b's baseline of the same run: how far the machine lets a bare ste
 from 1 to 2 processes. Every figure is a ratio or a value measured in the same run as its baseline (the table
 above it says how); this only finds them among the rows and says which targets hold.
 A figure whose benchmark did not run says so instead of a number.
+
+Issue 29's audit log figures follow (:data:`ISSUE_29`, bench 4): appends from 4 and 16
+writers against bare commits of the same row, the p99 delay from an append's commit to
+a signed checkpoint covering it, and verifying 1,000,000 events against chained SHA-256
+over the same bytes. Its goals are the issue's; its "must" is the figure the issue
+measured before (2.88x for appends, 9.2x for verification: no worse than the hash
+chain), or the goal where it gave none. The proofs' cost and the Merkle floor are printed
+beside them, not judged.
 """
 
 from __future__ import annotations
@@ -199,6 +207,104 @@ TARGETS = (
 )
 
 
+def _append_ratio(writers: int) -> Callable[[list[Row]], tuple[float, str] | None]:
+    """Bench 4a: the bare commits' rate over the appends', at ``writers`` processes."""
+
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        found = [r for r in rows if r.bench.startswith("4a.") and r.extra.get("writers") == writers]
+        floor = next((r for r in found if r.system.startswith("floor") and r.ratio is not None), None)
+        mine = next((r for r in found if r.system.startswith("Keelgate") and r.median is not None), None)
+        if floor is None or floor.ratio is None or mine is None:
+            return None
+        return floor.ratio, f"{floor.ratio:.2f}x bare commits ({mine.median:,.0f} vs {floor.median:,.0f}/s)"
+
+    return read
+
+
+def _checkpoint_p99(writers: int) -> Callable[[list[Row]], tuple[float, str] | None]:
+    """Bench 4a: the p99 delay from an append's commit to a signed checkpoint covering it."""
+
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        for r in rows:
+            if (
+                r.bench.startswith("4a.")
+                and r.unit == "ms"
+                and r.extra.get("writers") == writers
+                and r.median
+            ):
+                return r.median, f"{r.median:.0f} ms (median {r.extra.get('p50_ms', 0):.0f} ms)"
+        return None
+
+    return read
+
+
+def _verify_ratio(starts: str) -> Callable[[list[Row]], tuple[float, str] | None]:
+    """Bench 4b: a verifier's time over chained SHA-256's, the Merkle floor's beside it."""
+
+    def read(rows: list[Row]) -> tuple[float, str] | None:
+        r = _row(rows, "4b.", starts)
+        if r is None or r.ratio is None:
+            return None
+        merkle = r.extra.get("vs_merkle_floor")
+        beside = f"; {merkle:.2f}x the Merkle floor" if merkle is not None else ""
+        return r.ratio, f"{r.ratio:.2f}x chained SHA-256 ({r.median:,.0f} events/s{beside})"
+
+    return read
+
+
+ISSUE_29 = (
+    Target("audit append, 4 writers, vs bare commits (4a)", _append_ratio(4), 2.88, 1.25, False),
+    Target("audit append, 16 writers, vs bare commits (4a)", _append_ratio(16), 2.88, 1.25, False),
+    Target("commit → signed checkpoint p99 ms, 4 writers (4a)", _checkpoint_p99(4), 1000, 1000, False),
+    Target("commit → signed checkpoint p99 ms, 16 writers (4a)", _checkpoint_p99(16), 1000, 1000, False),
+    Target(
+        "verify 1M events, verify_log, vs chained SHA-256 (4b)",
+        _verify_ratio("Keelgate: audit."),
+        9.2,
+        2,
+        False,
+    ),
+    Target(
+        "verify 1M events, verify_bundle, vs chained SHA-256 (4b)",
+        _verify_ratio("Keelgate: keelgate."),
+        9.2,
+        2,
+        False,
+    ),
+)
+
+
+def _merkle_floor(rows: list[Row]) -> str:
+    r = _row(rows, "4b.", "floor: Merkle")
+    if r is None or r.ratio is None:
+        return "not measured"
+    return f"{r.ratio:.2f}x chained SHA-256 (what a tree verifier cannot avoid)"
+
+
+def _proof_line(rows: list[Row], kind: str) -> str:
+    found = [x for x in rows if x.bench.startswith("4c.") and f"proofs.{kind}," in x.system]
+    r = found[0] if found and found[0].median is not None else None
+    if r is None or r.median is None or r.ratio is None:
+        return "not measured"
+    return (
+        f"{r.median:.1f} ms, {r.extra.get('queries')} queries"
+        f" ({r.ratio:.2f}x the time at 1,000 events, {r.extra.get('queries_small')} queries there)"
+    )
+
+
+def _lines(targets: tuple[Target, ...], rows: list[Row], width: int) -> list[str]:
+    lines = []
+    for t in targets:
+        got = t.read(rows)
+        if got is None:
+            lines.append(f"  {t.figure:<{width}}  not measured in this run")
+            continue
+        value, text = got
+        bounds = f"must {t.bound(t.must):<6} goal {t.bound(t.goal):<6}"
+        lines.append(f"  {t.figure:<{width}}  {t.verdict(value):<9} {bounds} {text}")
+    return lines
+
+
 def _bytes(rows: list[Row], bench: str) -> str:
     keelgate = _row(rows, bench, "Keelgate")
     langgraph = _row(rows, bench, "LangGraph")
@@ -210,17 +316,10 @@ def _bytes(rows: list[Row], bench: str) -> str:
 
 
 def scorecard(rows: list[Row]) -> str:
-    """The issue's table with this run's figures, and bytes per step on both databases."""
+    """The issues' tables with this run's figures, and bytes per step on both databases."""
     lines = ["", "Targets, this run", "-----------------"]
-    width = max(len(t.figure) for t in TARGETS)
-    for t in TARGETS:
-        got = t.read(rows)
-        if got is None:
-            lines.append(f"  {t.figure:<{width}}  not measured in this run")
-            continue
-        value, text = got
-        bounds = f"must {t.bound(t.must):<6} goal {t.bound(t.goal):<6}"
-        lines.append(f"  {t.figure:<{width}}  {t.verdict(value):<9} {bounds} {text}")
+    width = max(len(t.figure) for t in (*TARGETS, *ISSUE_29))
+    lines.extend(_lines(TARGETS, rows, width))
     commits = _commits_per_write_step(rows)
     lines.append(f"  {'durable commits per WRITE step, PostgreSQL (2)':<{width}}  {commits}")
     unpinned = _scaling(pinned=False)(rows)
@@ -228,4 +327,13 @@ def scorecard(rows: list[Row]) -> str:
     lines.append(f"  {'workers 1 → 2, unpinned (3), not judged':<{width}}  {scaling}")
     lines.append(f"  {'bytes per step on disk, SQLite (1)':<{width}}  {_bytes(rows, '1.')}")
     lines.append(f"  {'bytes per step on disk, PostgreSQL (2)':<{width}}  {_bytes(rows, '2.')}")
+    lines.extend(["", "Issue 29, the audit log (bench 4)"])
+    lines.extend(_lines(ISSUE_29, rows, width))
+    lines.append(f"  {'the Merkle floor (4b), not judged':<{width}}  {_merkle_floor(rows)}")
+    lines.append(
+        f"  {'inclusion proof at 1M events (4c), not judged':<{width}}  {_proof_line(rows, 'inclusion')}"
+    )
+    lines.append(
+        f"  {'consistency proof at 1M events (4c), not judged':<{width}}  {_proof_line(rows, 'consistency')}"
+    )
     return "\n".join(lines)

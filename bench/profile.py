@@ -26,6 +26,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bench._common import scratch
@@ -234,8 +235,57 @@ def profile_postgres(steps: int) -> None:
     print(f"  {rest / steps * 1e6:9,.0f} us  {rest / total:6.1%}            Python (engine, ORM)")
 
 
+def build_chain(path: Path, n: int, templates: list[tuple[str, str, dict[str, Any]]]) -> list[bytes]:
+    """Write an ``n``-event chain into the engine's SqliteAuditLog file; each event's canonical bytes."""
+    import hashlib
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from keelgate.audit import GENESIS_HASH, SqliteAuditLog, fast_canonical, format_at
+
+    tenant = "bench"
+
+    SqliteAuditLog(path).close()  # the schema
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    blobs: list[bytes] = []
+    prev = GENESIS_HASH
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    sha256 = hashlib.sha256
+    db.execute("BEGIN")
+    rows = []
+    for i in range(n):
+        actor, kind, body = templates[i % len(templates)]
+        body = {**body, "run_id": f"{i // len(templates):032x}"}
+        seq = i + 1
+        at = start + timedelta(microseconds=1000 * i)
+        canonical = fast_canonical(tenant, seq, at, actor, kind, body)
+        digest = sha256(prev.encode("ascii") + canonical).hexdigest()
+        rows.append(
+            (
+                tenant,
+                seq,
+                format_at(at),
+                actor,
+                kind,
+                json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+                prev,
+                digest,
+            )
+        )
+        blobs.append(canonical)
+        prev = digest
+        if len(rows) == 20_000:
+            db.executemany("INSERT INTO audit_events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            rows.clear()
+    db.executemany("INSERT INTO audit_events VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    db.execute("COMMIT")
+    db.close()
+    return blobs
+
+
 def profile_verify(n: int = 50_000) -> None:
-    from bench.audit_chain import TENANT, _template_events, build_chain
+    from bench.audit_chain import TENANT, _template_events
     from keelgate.audit import SqliteAuditLog, verify
 
     with scratch("profile-verify") as root:
