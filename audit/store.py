@@ -14,6 +14,7 @@ sequencer, or the next reader, numbers them, so writers never wait for one anoth
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -24,7 +25,8 @@ from django.db import transaction
 from audit.models import AuditEvent as EventRow
 from audit.models import PendingEvent
 from audit.tree import integrate
-from keelgate.audit import AuditEvent, encode_body, format_at, i_json, leaf_bytes
+from keelgate.audit import MAX_SAFE_INTEGER, AuditEvent, format_at
+from keelgate.canonical import canonical_json
 from keelgate.clock import Clock, SystemClock
 from keelgate.errors import ChainBrokenError
 from sitekit import metrics
@@ -32,8 +34,6 @@ from sitekit.commits import DjangoCommitGroup
 
 NOTIFY_CHANNEL = "keelgate_audit"
 """Where PostgreSQL's log announces each tenant's new head (``approvals.outbox`` listens)."""
-PENDING_CHANNEL = "keelgate_audit_pending"
-"""Where PostgreSQL's insert tells, at its commit, that a tenant has events to number."""
 
 
 class DjangoAuditLog:
@@ -90,14 +90,29 @@ def pending_event(
 ) -> dict[str, Any]:
     """An unnumbered event's columns.
 
-    Raises TypeError or ValueError for a body that is not JSON: refused here, in the
-    writer's transaction, never found by the sequencer. An integer RFC 8785 cannot
-    carry (beyond 2**53) is kept as its decimal text (:func:`keelgate.audit.i_json`).
+    Raises TypeError or ValueError for a body that is not JSON, or that RFC 8785 cannot
+    carry: refused here, in the writer's transaction, never found by the sequencer. An
+    integer RFC 8785 cannot carry (beyond 2**53) is kept as its decimal text
+    (:func:`keelgate.audit.i_json`).
+
+    The body is encoded once and read back once; only a body holding such an integer,
+    found as it is read back, is encoded again. What else RFC 8785 refuses, json has
+    refused already (a float that is not finite) except a lone surrogate, which has no
+    UTF-8 form: every other value json writes, JCS writes too (a test holds this to the
+    readable version, which encoded every body three times and wrote its leaf bytes).
     """
-    text, value = encode_body(body)
-    if text != (safe := encode_body(i_json(value)))[0]:
-        text, value = safe
-    leaf_bytes({"body": value})
+    if not isinstance(body, Mapping):
+        raise TypeError(f"audit body must be a mapping, not {type(body).__name__}")
+    text = canonical_json(dict(body))
+    _READ_BACK.beyond = False
+    value: dict[str, Any] = _READ_BACK_DECODER.decode(text)
+    if _READ_BACK.beyond:  # read back as its decimal text: write that
+        text = canonical_json(value)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"not representable in RFC 8785: {exc}") from exc
     run_id, tool = value.get("run_id"), value.get("tool")
     return {
         "tenant_id": tenant_id,
@@ -108,6 +123,26 @@ def pending_event(
         "run_id": run_id[:128] if isinstance(run_id, str) else "",
         "tool": tool[:200] if isinstance(tool, str) else "",
     }
+
+
+class _ReadBack(threading.local):
+    beyond = False
+    """Whether the body this thread is reading back held an integer beyond 2**53."""
+
+
+_READ_BACK = _ReadBack()
+
+
+def _int_or_text(digits: str) -> int | str:
+    """A JSON integer as :func:`keelgate.audit.i_json` keeps it: beyond 2**53, its text."""
+    number = int(digits)
+    if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
+        return number
+    _READ_BACK.beyond = True
+    return digits
+
+
+_READ_BACK_DECODER = json.JSONDecoder(parse_int=_int_or_text)
 
 
 def _aware(at: datetime) -> datetime:
