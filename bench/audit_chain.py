@@ -293,7 +293,7 @@ def run_append() -> list[Row]:
             before = _head() + _pending_now()
             rate, stamps = _concurrent(_keelgate_writer, writers, per[writers])
             backlog = _pending_now()
-            numbered_s, _ = _caught_up(before + writers * per[writers])
+            numbered_s, _ = _caught_up(before + writers * (per[writers] + 1))  # and each writer's warm-up
             delays[writers].extend(_delays(before, writers, stamps))
             extra[writers]["backlog"].append(backlog)
             extra[writers]["numbered_s"].append(numbered_s)
