@@ -2,8 +2,10 @@
 
 Issue 29's figures, each a ratio to a baseline measured in the same run.
 
-4a. Appends: one tenant's ``PostgresAuditLog.record`` (what the loop, the gateway and the
-services call), each in its own transaction, from 4 and then 16 writer processes started
+4a. Appends: one tenant's ``PostgresAuditLog.record`` (what the loop, the gateway and
+the services call), as they call it, through a commit group
+(``runs.engine.loops.commit_group``), each record its own transaction (one message:
+``BEGIN``, the ``INSERT``, ``COMMIT``), from 4 and then 16 writer processes started
 together, against bare commits of a comparable row from as many processes (one
 autocommit ``INSERT`` of the same columns and values into a table made ``LIKE
 audit_pendingevent INCLUDING ALL``, so with the same indexes). A ``keelgate_sequencer``
@@ -111,12 +113,14 @@ def _run_id(writer: int, i: int) -> str:
 
 
 def _keelgate_writer(writer: int, n: int, ready: Any, go: Any, out: Any) -> None:
-    """One writer process: ``n`` ``record`` calls, each its own transaction; commit times out."""
+    """One writer process: ``n`` ``record`` calls through a commit group of its own, each its
+    own transaction (one message: ``BEGIN``, the ``INSERT``, ``COMMIT``); commit times out."""
     from django.db import connection
 
     from audit.wiring import audit_log
+    from runs.engine.loops import commit_group
 
-    log = audit_log()
+    log = audit_log(group=commit_group())  # as the loop writes: each record its own transaction
     log.record(APPEND_TENANT, actor="agent:trader", kind="gateway.call", body={**BODY, "run_id": "warm"})
     ready.release()
     go.wait()
@@ -330,7 +334,8 @@ def run_append() -> list[Row]:
         rows.append(
             Row(
                 BENCH_APPEND,
-                f"Keelgate: PostgresAuditLog.record, {w} writer processes, one tenant, sequencer running",
+                f"Keelgate: PostgresAuditLog.record in a commit group, {w} writers, one tenant,"
+                " sequencer running",
                 "append",
                 "appends/s",
                 km,
