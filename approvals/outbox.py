@@ -12,10 +12,13 @@ sends an :class:`~approvals.events.OutboxBatch` to the tenant's channel-layer gr
 
 - PostgreSQL: it ``LISTEN``s on ``keelgate_audit`` (sequencing ``NOTIFY``s
   ``"tenant:seq"`` at commit) and wakes at once; a slow poll is the safety net for a
-  dropped connection. It also hears ``keelgate_audit_pending`` (an event inserted,
-  not yet numbered) for the tenants it watches and sequences them itself
-  (:func:`audit.wiring.integrate_pending`, never waiting for a sequencer at work), so
-  a browser sees a decision at once even while no ``keelgate_sequencer`` runs.
+  dropped connection. Every ``KEELGATE_OUTBOX_PENDING_POLL_SECONDS`` it also asks
+  which of the tenants it watches have events inserted, not yet numbered, and
+  sequences them itself (:func:`audit.wiring.integrate_pending`, never waiting for a
+  sequencer at work), so a browser sees a decision within that time even while no
+  ``keelgate_sequencer`` runs. An append does not ``NOTIFY`` for this: PostgreSQL
+  would commit every such append after the one before it has reached the disk
+  (``audit.store_postgresql``).
 - SQLite: it polls the watched tenants' head rows every ``KEELGATE_OUTBOX_POLL_SECONDS``.
 
 Delivery is at least once and may repeat or drop: several processes may send the same
@@ -42,7 +45,7 @@ from approvals import postgresql
 from approvals.events import OutboxBatch, OutboxItem, tenant_group
 from audit.models import AuditEvent
 from audit.selectors import audit_heads
-from audit.store import NOTIFY_CHANNEL, PENDING_CHANNEL
+from audit.store import NOTIFY_CHANNEL
 from audit.wiring import integrate_pending
 
 log = logging.getLogger("keelgate.outbox")
@@ -59,6 +62,11 @@ def poll_seconds() -> float:
 def safety_poll_seconds() -> float:
     """How often the PostgreSQL tailer polls although nothing was notified."""
     return float(getattr(settings, "KEELGATE_OUTBOX_SAFETY_POLL_SECONDS", 5.0))
+
+
+def pending_poll_seconds() -> float:
+    """How often the PostgreSQL tailer looks for its tenants' events not yet numbered."""
+    return float(getattr(settings, "KEELGATE_OUTBOX_PENDING_POLL_SECONDS", 0.05))
 
 
 # -- reads (sync, run in a thread) ----------------------------------------------------
@@ -81,6 +89,12 @@ async def read_items_on(conn: Any, tenant_id: str, after_seq: int) -> tuple[list
     rows = await cursor.fetchall()
     items = [_item(seq, kind, actor, body) for seq, kind, actor, body in rows[:MAX_ITEMS]]
     return items, len(rows) <= MAX_ITEMS
+
+
+async def pending_on(conn: Any, tenant_ids: list[str]) -> list[str]:
+    """Which of ``tenant_ids`` have events inserted, not yet numbered, on the tailer's connection."""
+    cursor = await conn.execute(postgresql.TAIL_PENDING, (tenant_ids,))
+    return [tenant_id for (tenant_id,) in await cursor.fetchall()]
 
 
 async def heads_on(conn: Any, tenant_ids: list[str]) -> dict[str, int]:
@@ -203,21 +217,23 @@ class OutboxTailer:
             ) as reader,
         ):
             await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            await conn.execute(f"LISTEN {PENDING_CHANNEL}")
             self.reader = reader
+            clock = asyncio.get_running_loop().time
             try:
                 await self.tick()  # what committed before LISTEN took effect
+                safety = clock() + safety_poll_seconds()
                 while True:
-                    async for note in conn.notifies(timeout=safety_poll_seconds()):
-                        if note.channel == PENDING_CHANNEL:
-                            if note.payload in self.heads:
-                                self._sequence_soon(note.payload)
-                            continue
+                    async for note in conn.notifies(timeout=pending_poll_seconds()):
                         tenant_id, _, seq = note.payload.rpartition(":")
                         last = self.heads.get(tenant_id)
                         if last is not None and seq.isdigit() and int(seq) > last:
                             await self.advance(tenant_id)
-                    await self.tick()
+                    if self.heads:
+                        for tenant_id in await pending_on(reader, list(self.heads)):
+                            self._sequence_soon(tenant_id)
+                    if clock() >= safety:
+                        await self.tick()
+                        safety = clock() + safety_poll_seconds()
             finally:
                 self.reader = None
 

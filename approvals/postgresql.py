@@ -1,5 +1,5 @@
 """The approvals app's statements on PostgreSQL: a decision's lock, with the decider's
-role; and the live push tailer's two reads on its own async connection.
+role; and the live push tailer's three reads on its own async connection.
 
 ``approvals.services._lock_with_role`` says in ORM terms what a decision's first step
 does (lock the approval row until the decision commits, then read the person's role in
@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 
 from approvals.models import Approval
-from audit.models import AuditEvent, ChainHead
+from audit.models import AuditEvent, ChainHead, PendingEvent
 from sitekit.commits import DjangoCommitGroup
 from sitekit.db import model_from_row, select_columns
 from tenants.models import Membership, Tenant
@@ -58,3 +58,9 @@ TAIL_EVENTS = (
 """The tailer's read of a tenant's events after a seq (``approvals.outbox.read_items_on``)."""
 TAIL_HEADS = f"SELECT tenant_id, seq FROM {ChainHead._meta.db_table} WHERE tenant_id = ANY(%s)"
 """The tailer's read of its tenants' chain heads (``approvals.outbox.heads_on``)."""
+TAIL_PENDING = (
+    "SELECT tenant_id FROM unnest(%s::text[]) AS watched(tenant_id) WHERE EXISTS"
+    f" (SELECT 1 FROM {PendingEvent._meta.db_table} p WHERE p.tenant_id = watched.tenant_id)"
+)
+"""Which of the tailer's tenants have events waiting to be numbered
+(``approvals.outbox.pending_on``): one probe of the queue's index per tenant."""

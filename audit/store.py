@@ -49,7 +49,7 @@ class DjangoAuditLog:
         with self._write():
             mine = self._insert(tenant_id, actor, kind, body)
             while True:  # a backlog may stand before this event
-                written = integrate(tenant_id, wait=True)
+                written = self._integrate(tenant_id)
                 if mine.id in written:
                     return event_from_row(written[mine.id])
                 if not written:
@@ -64,6 +64,10 @@ class DjangoAuditLog:
         row = PendingEvent.objects.create(**pending_event(tenant_id, self.clock.now(), actor, kind, body))
         transaction.on_commit(lambda: metrics.audit_appended(kind, body))  # counted once committed
         return row
+
+    def _integrate(self, tenant_id: str) -> dict[int, EventRow]:
+        """Sequence a batch of the tenant's pending events, waiting for its head (:func:`integrate`)."""
+        return integrate(tenant_id, wait=True)
 
     def _write(self) -> AbstractContextManager[Any]:
         """The transaction an append joins: its group's, else the caller's or its own."""

@@ -8,7 +8,9 @@ deletes them from the queue, and moves the head to the new size and root
 the change it records, and whoever holds the lock next sequences it. Killed halfway, the
 transaction leaves nothing: no gap, no leaf twice, no event lost.
 
-This is the one implementation, on the ORM; both databases run it.
+This is the one implementation, on the ORM; both databases run it. What it writes goes
+through a :data:`WriteBatch`, the ORM's by default (:func:`write_batch`); PostgreSQL's
+wiring passes its own (``audit.store_postgresql.write_batch``: ``COPY``), the same rows.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from keelgate.audit import GENESIS_HASH, HashReader, leaf_object, new_nodes, obj
 __all__ = [
     "BATCH",
     "Announce",
+    "WriteBatch",
     "event_leaf",
     "integrate",
     "integrate_all",
     "lock_head",
     "node_reader",
     "pending_tenants",
+    "write_batch",
 ]
 
 BATCH = 2000
@@ -39,6 +43,24 @@ BATCH = 2000
 
 Announce = Callable[[str, int], None]
 """Told, inside the transaction, each tenant's new head: PostgreSQL's ``NOTIFY``."""
+
+WriteBatch = Callable[[str, Sequence[EventRow], Sequence[tuple[int, int, bytes]], Sequence[int]], None]
+"""Writes, inside the transaction, a tenant's batch: its numbered events, the subtrees they
+complete (``(level, index, hash)``), and deletes the pending events they were (by id)."""
+
+
+def write_batch(
+    tenant_id: str,
+    events: Sequence[EventRow],
+    nodes: Sequence[tuple[int, int, bytes]],
+    pending_ids: Sequence[int],
+) -> None:
+    """:data:`WriteBatch` on the ORM."""
+    EventRow.objects.bulk_create(events, batch_size=500)
+    TreeNode.objects.bulk_create(
+        [TreeNode(tenant_id=tenant_id, level=lv, index=i, hash=h) for lv, i, h in nodes], batch_size=500
+    )
+    PendingEvent.objects.filter(id__in=pending_ids).delete()
 
 
 def lock_head(tenant_id: str, *, wait: bool = True) -> ChainHead | None:
@@ -94,7 +116,9 @@ def event_leaf(row: EventRow, seq: int | None = None) -> dict[str, Any]:
     )
 
 
-def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = None) -> dict[int, EventRow]:
+def integrate(
+    tenant_id: str, *, wait: bool = True, announce: Announce | None = None, write: WriteBatch = write_batch
+) -> dict[int, EventRow]:
     """Sequence up to :data:`BATCH` of the tenant's pending events; the events it wrote,
     by the pending event's id, in order.
 
@@ -113,12 +137,9 @@ def integrate(tenant_id: str, *, wait: bool = True, announce: Announce | None = 
         made = new_nodes(size, [bytes.fromhex(e.leaf_hash) for e in events], node_reader(tenant_id))
         new_size = size + len(events)
         root = tree_root(new_size, node_reader(tenant_id, {(lv, i): h for lv, i, h in made}))
-        EventRow.objects.bulk_create(events, batch_size=500)
-        TreeNode.objects.bulk_create(
-            [TreeNode(tenant_id=tenant_id, level=lv, index=i, hash=h) for lv, i, h in made], batch_size=500
-        )
-        # Exactly the rows read: one committed meanwhile with a lower id waits for the next batch.
-        PendingEvent.objects.filter(id__in=[row.id for row in pending]).delete()
+        # Exactly the pending rows read are deleted: one committed meanwhile with a lower id
+        # waits for the next batch.
+        write(tenant_id, events, made, [row.id for row in pending])
         moved = ChainHead.objects.filter(tenant_id=tenant_id, seq=size).update(seq=new_size, root=root.hex())
         if moved != 1:  # the lock makes this impossible; refuse rather than fork the tree
             raise RuntimeError(f"tenant {tenant_id}: the log's head moved while it was locked")
@@ -150,13 +171,14 @@ def integrate_all(
     wait: bool = False,
     drain: bool = True,
     announce: Announce | None = None,
+    write: WriteBatch = write_batch,
 ) -> int:
     """:func:`integrate` for each of ``tenant_ids`` with pending events (default: every
     tenant that has some), batch after batch unless ``drain`` is off; how many it numbered."""
     done = 0
     for tenant_id in pending_tenants(tenant_ids):
         while True:
-            n = len(integrate(tenant_id, wait=wait, announce=announce))
+            n = len(integrate(tenant_id, wait=wait, announce=announce, write=write))
             done += n
             if n < BATCH or not drain:
                 break

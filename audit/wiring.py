@@ -13,12 +13,12 @@ from collections.abc import Iterable
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from audit.store import DjangoAuditLog
-from audit.store_postgresql import PostgresAuditLog, announce
-from audit.tree import integrate_all
+from audit.store_postgresql import PostgresAuditLog, announce, write_batch
+from audit.tree import integrate, integrate_all
 from keelgate.clock import Clock
 from sitekit.commits import DjangoCommitGroup
 
-__all__ = ["audit_log", "integrate_pending"]
+__all__ = ["audit_log", "integrate_batch", "integrate_pending"]
 
 
 def _on_postgresql() -> bool:
@@ -44,4 +44,13 @@ def integrate_pending(
     """
     if not _on_postgresql():
         return 0  # the ORM store numbers each event in its writer's transaction: none wait
-    return integrate_all(tenant_ids, wait=wait, drain=drain, announce=announce)
+    return integrate_all(tenant_ids, wait=wait, drain=drain, announce=announce, write=write_batch)
+
+
+def integrate_batch(tenant_id: str) -> int:
+    """Sequence one batch of the tenant's pending events, not asking first whether it has
+    any (the sequencer has asked for every tenant at once); how many it numbered. Skips a
+    tenant another transaction is sequencing."""
+    if not _on_postgresql():
+        return 0
+    return len(integrate(tenant_id, wait=False, announce=announce, write=write_batch))

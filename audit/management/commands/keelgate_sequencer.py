@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from audit.sequencer import serve, tick
+from audit.sequencer import POLL_SECONDS, serve, tick
 
 
 class Command(BaseCommand):
@@ -24,8 +24,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--poll",
             type=float,
-            default=0.1,
-            help="Seconds to rest when there is nothing to do (default 0.1).",
+            default=POLL_SECONDS,
+            help=f"Seconds to rest between two passes (default {POLL_SECONDS}).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:

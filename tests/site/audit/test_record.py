@@ -7,6 +7,7 @@ PostgreSQL ``record`` only inserts, and the next append, reader or sequencer num
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from typing import Any
 
@@ -166,6 +167,37 @@ def test_a_record_outside_a_group_is_one_statement_on_postgresql():
     assert integrate_pending(["t1"]) == 1
     stored = log.head("t1")
     assert stored is not None and (stored.seq, stored.body) == (2, ODD)
+    _verified("t1", 2)
+
+
+def test_a_record_without_a_transaction_is_one_autocommit_statement_on_postgresql():
+    """On PostgreSQL a record with no transaction to join is one INSERT in one round trip,
+    committed on its own (libpq's trace: one message answered, the session idle after it),
+    and it sends no NOTIFY, which would make PostgreSQL commit such appends one at a time."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite numbers each event in its writer's transaction")
+    log = audit_log()
+    log.record("t1", actor="a", kind="first", body={})  # the connection is open before the trace
+    sent: list[str] = []
+
+    def capture(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    pg = connection.connection.pgconn
+    with tempfile.TemporaryFile("w+") as trace, connection.execute_wrapper(capture):
+        pg.trace(trace.fileno())
+        try:
+            log.record("t1", actor="a", kind="second", body=ODD)
+        finally:
+            pg.untrace()
+        trace.seek(0)
+        ready = [line for line in trace if "\tB\t" in line and "\tReadyForQuery" in line]
+    assert sent == [INSERT_PENDING] and "notify" not in INSERT_PENDING.lower()
+    assert len(ready) == 1 and ready[0].rstrip().endswith("I"), ready  # idle: committed, no transaction
+    assert integrate_pending(["t1"]) == 2
+    stored = log.head("t1")
+    assert stored is not None and (stored.seq, stored.kind, stored.body) == (2, "second", ODD)
     _verified("t1", 2)
 
 

@@ -117,9 +117,10 @@ async def test_the_same_through_the_redis_channel_layer(people, redis_layer, wor
     await _worker_approval_reaches_the_socket(people, worker_process)
 
 
-async def test_postgres_wakes_the_tailer_by_notify_not_by_polling(people, worker_process, settings):
-    """On PostgreSQL the safety poll is 60 s here: an update well within it came through NOTIFY
-    (the bound is half the poll, not a speed: a loaded machine still passes, polling never)."""
+async def test_postgres_reaches_the_socket_without_the_safety_poll(people, worker_process, settings):
+    """On PostgreSQL the safety poll is 60 s here and no sequencer runs: an update well within
+    it came through the tailer's look for its tenants' pending events, which it numbers itself,
+    and the numbering's NOTIFY (the bound is half the poll, not a speed)."""
     if connection.vendor != "postgresql":
         pytest.skip("LISTEN/NOTIFY is the PostgreSQL path; SQLite polls (covered above)")
     settings.KEELGATE_OUTBOX_SAFETY_POLL_SECONDS = 60.0
