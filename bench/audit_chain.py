@@ -3,21 +3,22 @@
 Issue 29's figures, each a ratio to a baseline measured in the same run.
 
 4a. Appends: one tenant's ``PostgresAuditLog.record`` (what the loop, the gateway and
-the services call), as they call it, through a commit group
-(``runs.engine.loops.commit_group``), each record its own transaction (one message:
-``BEGIN``, the ``INSERT``, ``COMMIT``), from 4 and then 16 writer processes started
-together, against bare commits of a comparable row from as many processes (one
+the services call) from 4 and then 16 writer processes started together, each record its
+own transaction: with no caller's transaction (one autocommit ``INSERT``), and the same
+through a commit group of its own (``runs.engine.loops.commit_group``: ``BEGIN``, the
+``INSERT``, ``COMMIT`` in one message), as the loop writes when a record is all its
+transaction holds. Against bare commits of a comparable row from as many processes (one
 autocommit ``INSERT`` of the same columns and values into a table made ``LIKE
 audit_pendingevent INCLUDING ALL``, so with the same indexes). A ``keelgate_sequencer``
-runs in its own process throughout, on both sides, at its defaults: numbering the events
-into the tree and signing checkpoints is part of an append's cost, and it competes with
-the writers for the same two cores. The rate is the writers' (events committed over the
-time from the common start to the last commit); the row also gives what was still
-unnumbered when the writers finished and how long the sequencer took to catch up. Each
-event's commit time (wall clock, taken in its writer when ``record`` returns) is matched
-by its run id to its number, and that to the first checkpoint covering it: the delay to
-that checkpoint's ``signed_at`` (taken just before the checkpoint's transaction commits,
-a few milliseconds early), median and p99 over every round.
+runs in its own process throughout, at its defaults: numbering the events into the tree
+and signing checkpoints is part of an append's cost, and it competes with the writers
+for the same two cores. The rate is the writers' (events committed over the time from
+the common start to the last commit); each row also gives what was still unnumbered when
+the writers finished and how long the sequencer took to catch up. Each event's commit
+time (wall clock, taken in its writer when ``record`` returns) is matched by its run id
+to its number, and that to the first checkpoint covering it: the delay to that
+checkpoint's ``signed_at`` (taken before the checkpoint's transaction commits, a few
+milliseconds early), median and p99 over every round.
 
 4b. Verification of one tenant of 1,000,000 events (QUICK 100,000), written straight
 into the tables (``COPY``): events shaped like a real step's six (bench 1's step: run
@@ -112,15 +113,15 @@ def _run_id(writer: int, i: int) -> str:
     return f"w{writer:02d}-{i:07d}"
 
 
-def _keelgate_writer(writer: int, n: int, ready: Any, go: Any, out: Any) -> None:
-    """One writer process: ``n`` ``record`` calls through a commit group of its own, each its
-    own transaction (one message: ``BEGIN``, the ``INSERT``, ``COMMIT``); commit times out."""
+def _keelgate_writer(writer: int, n: int, ready: Any, go: Any, out: Any, grouped: bool = False) -> None:
+    """One writer process: ``n`` ``record`` calls, each its own transaction (with no caller's
+    transaction; through a commit group of its own with ``grouped``); commit times out."""
     from django.db import connection
 
     from audit.wiring import audit_log
     from runs.engine.loops import commit_group
 
-    log = audit_log(group=commit_group())  # as the loop writes: each record its own transaction
+    log = audit_log(group=commit_group() if grouped else None)
     log.record(APPEND_TENANT, actor="agent:trader", kind="gateway.call", body={**BODY, "run_id": "warm"})
     ready.release()
     go.wait()
@@ -137,6 +138,11 @@ def _keelgate_writer(writer: int, n: int, ready: Any, go: Any, out: Any) -> None
     end = time.perf_counter()
     connection.close()
     out.put((writer, end, stamps))
+
+
+def _grouped_writer(writer: int, n: int, ready: Any, go: Any, out: Any) -> None:
+    """:func:`_keelgate_writer` through a commit group, as the loop writes."""
+    _keelgate_writer(writer, n, ready, go, out, grouped=True)
 
 
 def _floor_writer(writer: int, n: int, ready: Any, go: Any, out: Any) -> None:
@@ -197,6 +203,14 @@ class Sequencer:
             stdout=self.out,
             stderr=subprocess.STDOUT,
         )
+
+    def cpu_seconds(self) -> float | None:
+        """The process's CPU time so far (Linux), None where it cannot be read."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            return None
 
     def check(self) -> None:
         if self.proc.poll() is not None:
@@ -288,19 +302,27 @@ def run_append() -> list[Row]:
     per = {4: 100, 16: 25} if quick() else {4: 500, 16: 125}
     sequencer = Sequencer()
     _pg.on_teardown(sequencer.stop)
-    delays: dict[int, list[float]] = {4: [], 16: []}
-    extra: dict[int, dict[str, list[float]]] = {w: {"backlog": [], "numbered_s": []} for w in per}
+    forms = {"record": _keelgate_writer, "grouped": _grouped_writer}
+    delays: dict[str, list[float]] = {}
+    extra: dict[str, dict[str, list[float]]] = {}
 
-    def keelgate(writers: int) -> Callable[[], float]:
+    def keelgate(form: str, writers: int) -> Callable[[], float]:
+        label = f"{form} {writers}"
+        delays[label], extra[label] = [], {"backlog": [], "numbered_s": [], "cpu_us": []}
+
         def case() -> float:
             sequencer.check()
             before = _head() + _pending_now()
-            rate, stamps = _concurrent(_keelgate_writer, writers, per[writers])
+            cpu = sequencer.cpu_seconds()
+            rate, stamps = _concurrent(forms[form], writers, per[writers])
             backlog = _pending_now()
             numbered_s, _ = _caught_up(before + writers * (per[writers] + 1))  # and each writer's warm-up
-            delays[writers].extend(_delays(before, writers, stamps))
-            extra[writers]["backlog"].append(backlog)
-            extra[writers]["numbered_s"].append(numbered_s)
+            delays[label].extend(_delays(before, writers, stamps))
+            extra[label]["backlog"].append(backlog)
+            extra[label]["numbered_s"].append(numbered_s)
+            after = sequencer.cpu_seconds()
+            if cpu is not None and after is not None:  # its polls while the floor ran are not counted
+                extra[label]["cpu_us"].append((after - cpu) / (writers * (per[writers] + 1)) * 1e6)
             return rate
 
         return case
@@ -308,50 +330,59 @@ def run_append() -> list[Row]:
     def floor(writers: int) -> Callable[[], float]:
         return lambda: _concurrent(_floor_writer, writers, per[writers])[0]
 
-    progress(f"{BENCH_APPEND}: a keelgate_sequencer process runs throughout (pid {sequencer.proc.pid})")
-    for w in per:  # warm up: connections, the sequencer's first passes, the tables' pages
-        keelgate(w)()
-        floor(w)()
+    cases = {}
     for w in per:
-        delays[w].clear()
-        extra[w] = {"backlog": [], "numbered_s": []}
-    values = interleave(
-        BENCH_APPEND,
-        {
-            "keelgate 4": keelgate(4),
-            "floor 4": floor(4),
-            "keelgate 16": keelgate(16),
-            "floor 16": floor(16),
-        },
-        rounds=rounds,
-        between=_pg.maintain,
-    )
+        cases[f"record {w}"] = keelgate("record", w)
+        cases[f"grouped {w}"] = keelgate("grouped", w)
+        cases[f"floor {w}"] = floor(w)
+    progress(f"{BENCH_APPEND}: a keelgate_sequencer process runs throughout (pid {sequencer.proc.pid})")
+    for measure in cases.values():  # warm up: connections, the sequencer's first passes, the pages
+        measure()
+    for label in delays:
+        delays[label].clear()
+        extra[label] = {"backlog": [], "numbered_s": [], "cpu_us": []}
+    values = interleave(BENCH_APPEND, cases, rounds=rounds, between=_pg.maintain)
     sequencer.stop()
     rows = []
+    systems = {
+        "record": "Keelgate: PostgresAuditLog.record, its own transaction (one autocommit INSERT)",
+        "grouped": "Keelgate: the same through a commit group, as the loop writes (BEGIN, INSERT, COMMIT)",
+    }
     for w in per:
-        km, fm = median(values[f"keelgate {w}"]), median(values[f"floor {w}"])
-        d = delays[w]
-        rows.append(
-            Row(
-                BENCH_APPEND,
-                f"Keelgate: PostgresAuditLog.record in a commit group, {w} writers, one tenant,"
-                " sequencer running",
-                "append",
-                "appends/s",
-                km,
-                values[f"keelgate {w}"],
-                extra={
-                    "writers": w,
-                    "per_writer": per[w],
-                    "backlog_at_end": median(extra[w]["backlog"]),
-                    "numbered_within_s": median(extra[w]["numbered_s"]),
-                },
-                note=(
-                    f"{per[w]} appends a writer; at the writers' end {median(extra[w]['backlog']):.0f}"
-                    f" events unnumbered, all numbered {median(extra[w]['numbered_s']):.2f} s later (medians)"
-                ),
+        fm = median(values[f"floor {w}"])
+        for form, system in systems.items():
+            label = f"{form} {w}"
+            km, d, more = median(values[label]), delays[label], extra[label]
+            rows.append(
+                Row(
+                    BENCH_APPEND,
+                    f"{system}, {w} writers",
+                    "append",
+                    "appends/s",
+                    km,
+                    values[label],
+                    ratio=fm / km,
+                    ratio_to="its time / the floor's",
+                    extra={
+                        "writers": w,
+                        "form": form,
+                        "per_writer": per[w],
+                        "backlog_at_end": median(more["backlog"]),
+                        "numbered_within_s": median(more["numbered_s"]),
+                        "p99_ms": _percentile(d, 0.99) * 1000,
+                        "p50_ms": _percentile(d, 0.5) * 1000,
+                        "sequencer_cpu_us": median(more["cpu_us"]) if more["cpu_us"] else None,
+                    },
+                    note=(
+                        f"commit → signed checkpoint p99 {_percentile(d, 0.99) * 1000:.0f} ms"
+                        f" (median {_percentile(d, 0.5) * 1000:.0f}, max {max(d) * 1000:.0f}) over"
+                        f" {len(d):,} events; at the writers' end {median(more['backlog']):.0f}"
+                        f" unnumbered, all numbered {median(more['numbered_s']):.2f} s later;"
+                        f" the sequencer's CPU {median(more['cpu_us']) if more['cpu_us'] else 0:.0f} us"
+                        " an event (its process, not its server backend)"
+                    ),
+                )
             )
-        )
         rows.append(
             Row(
                 BENCH_APPEND,
@@ -360,20 +391,18 @@ def run_append() -> list[Row]:
                 "commits/s",
                 fm,
                 values[f"floor {w}"],
-                ratio=fm / km,
-                ratio_to="Keelgate time / floor time",
                 extra={"writers": w},
             )
         )
+        d = delays[f"record {w}"]
         rows.append(
             Row(
                 BENCH_APPEND,
-                f"commit → signed checkpoint, {w} writers, p99 over {len(d):,} events",
+                f"commit → signed checkpoint, record, {w} writers, p99 over {len(d):,} events",
                 "delay",
                 "ms",
                 _percentile(d, 0.99) * 1000,
                 extra={"writers": w, "p50_ms": _percentile(d, 0.5) * 1000, "max_ms": max(d) * 1000},
-                note=f"median {_percentile(d, 0.5) * 1000:.0f} ms, max {max(d) * 1000:.0f} ms",
             )
         )
     return rows
