@@ -21,7 +21,10 @@ same rounds so that the machine's load falls on all of them alike:
 - ``atomic, notify`` and ``atomic``: the same with the body encoded once, then without
   ``pg_notify``;
 - ``autocommit (record now)``: ``PostgresAuditLog.record`` as it is now when there is no
-  transaction (bench 4a's first writer): one autocommit ``INSERT``.
+  transaction (bench 4a's first writer): one autocommit ``INSERT``;
+- ``autocommit, notify after``: the same, then ``pg_notify`` in a statement of its own (a
+  wake-up tried and not kept: a notifying transaction that wrote nothing waits for no
+  flush, but it is a round trip more).
 
 The sequencer is the tree's own: run it from a tree before a change to see that change's
 share of the sequencer's work (bench 4a prints its CPU per event).
@@ -91,12 +94,13 @@ PENDING_CHANNEL = "keelgate_audit_pending"
 
 
 def _variant_writer(
-    encode: Callable[..., dict[str, Any]], *, notify: bool = False, mode: str = "group"
+    encode: Callable[..., dict[str, Any]], *, notify: bool = False, mode: str = "group", after: bool = False
 ) -> Callable[..., None]:
     """A writer process whose append is ``encode`` and one INSERT (``RETURNING pg_notify``
     with ``notify``): through a commit group of its own, each append its own transaction
     (``mode`` ``"group"``, as the loop writes), in a Django transaction of its own
-    (``"atomic"``), or as one autocommit statement (``"autocommit"``)."""
+    (``"atomic"``), or as one autocommit statement (``"autocommit"``); with ``after``, a
+    ``pg_notify`` in an autocommit statement of its own once the INSERT committed."""
     group: Any = None
 
     def append(i: int, writer: int) -> None:
@@ -124,6 +128,9 @@ def _variant_writer(
         else:
             with connection.cursor() as cursor:
                 cursor.execute(sql, values)
+        if after:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_notify(%s, %s)", [PENDING_CHANNEL, APPEND_TENANT])
 
     def writer(w: int, n: int, ready: Any, go: Any, out: Any) -> None:
         import time
@@ -163,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "atomic, notify": _variant_writer(pending_event, notify=True, mode="atomic"),
         "atomic": _variant_writer(pending_event, mode="atomic"),
         "autocommit (record now)": _keelgate_writer,
+        "autocommit, notify after": _variant_writer(pending_event, mode="autocommit", after=True),
     }
     if args.forms:
         forms = {name: forms[name] for name in args.forms.split(";")}
