@@ -11,19 +11,22 @@ cancelled its run (``Approval.settled_error``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from django.http import HttpRequest
 from ninja import Path, Query, Router
 
 from approvals.schemas import (
+    ARGUMENTS_HASH_REQUIRED,
     ApprovalOut,
     ApprovalPageOut,
     ApproveIn,
     BulkApproveIn,
+    BulkApproveItemIn,
     BulkDecideOut,
     BulkDenyIn,
-    BulkItemIn,
+    BulkDenyItemIn,
     BulkResultOut,
     CancelIn,
     DenyIn,
@@ -106,7 +109,11 @@ def bulk_deny(request: HttpRequest, payload: BulkDenyIn, tenant: TenantQuery = N
 
 
 def _bulk(
-    request: HttpRequest, tenant: str | None, items: list[BulkItemIn], decision: Decision, note: str
+    request: HttpRequest,
+    tenant: str | None,
+    items: Sequence[BulkApproveItemIn | BulkDenyItemIn],
+    decision: Decision,
+    note: str,
 ) -> BulkDecideOut:
     caller = caller_of(request, tenant)
     results = approvals_decide_bulk(
@@ -139,26 +146,26 @@ def get_approval(
     return approval_out(approval_get(tenant_ids=caller.tenant_ids, approval_id=approval_id))
 
 
-@router.post(
+_approve_route = router.post(
     "/approvals/{approval_id}/approve",
     response=responses({200: ApprovalOut}, WRITE_ERRORS),
     summary="Approve a proposed call",
     description=(
-        "Your approval, with an optional note. The item stays pending while a four-eyes rule "
-        "needs another person. With `arguments_hash` the approval is bound to what you saw "
-        "(409 `approval_stale` otherwise); with `arguments` you edit the call first and the "
-        "answer is the edited call's approval. 409 `approval_already_decided` (naming who) if "
-        "someone decided it, `approval_expired` if its deadline denied it, `approval_withdrawn` "
-        "(naming who) if its run was cancelled, `approval_duplicate_approver` if you already "
-        "approved; 403 for a viewer, "
-        "and 403 `approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
+        "Your approval of the call you were shown, named by its `arguments_hash` (required "
+        "unless the site sets `KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH`): 409 `approval_stale` "
+        "and nothing approved if the call has other arguments now. With `arguments` you edit "
+        "the call first and the answer is the edited call's approval. The item stays pending "
+        "while a four-eyes rule needs another person. 409 `approval_already_decided` (naming "
+        "who) if someone decided it, `approval_expired` if its deadline denied it, "
+        "`approval_withdrawn` (naming who) if its run was cancelled, "
+        "`approval_duplicate_approver` if you already approved; 403 for a viewer, and 403 "
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
     ),
 )
-def approve(
-    request: HttpRequest,
-    approval_id: ApprovalIdPath,
-    payload: ApproveIn | None = None,
-    tenant: TenantQuery = None,
+
+
+def _approve(
+    request: HttpRequest, approval_id: int, payload: ApproveIn | None, tenant: str | None
 ) -> ApprovalOut:
     caller = caller_of(request, tenant)
     row = approval_decide(
@@ -173,6 +180,28 @@ def approve(
         context=decision_context(request),
     )
     return approval_out(row)
+
+
+# The body is required with the hash, and may be left out where the site relaxed it: the
+# OpenAPI document says which (schemathesis holds the API to it).
+if ARGUMENTS_HASH_REQUIRED:
+
+    @_approve_route
+    def approve(
+        request: HttpRequest, approval_id: ApprovalIdPath, payload: ApproveIn, tenant: TenantQuery = None
+    ) -> ApprovalOut:
+        return _approve(request, approval_id, payload, tenant)
+
+else:
+
+    @_approve_route
+    def approve(
+        request: HttpRequest,
+        approval_id: ApprovalIdPath,
+        payload: ApproveIn | None = None,
+        tenant: TenantQuery = None,
+    ) -> ApprovalOut:
+        return _approve(request, approval_id, payload, tenant)
 
 
 @router.post(

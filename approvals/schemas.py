@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from ninja import Schema
 from pydantic import BaseModel, Field
 
@@ -25,6 +26,7 @@ from sitekit.api import (
 )
 
 __all__ = [
+    "ARGUMENTS_HASH_REQUIRED",
     "ApprovalOut",
     "ApprovalPageOut",
     "ApproveIn",
@@ -43,20 +45,38 @@ _SAYS_SOMETHING = SAYS_SOMETHING
 """A note must hold more than whitespace (and no NUL)."""
 
 
-class ApproveIn(Schema):
-    """Approve, with an optional note; optionally bound to what you saw, or edited first."""
+ARGUMENTS_HASH_REQUIRED = not settings.KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH
+"""An approval must name the arguments it approves (``KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH``
+relaxes it); read once, so the schema and the rule never disagree."""
 
-    model_config = _IN
+_SEEN = (
+    "The `arguments_hash` of the call you were shown: if the call has other arguments now, "
+    "409 `approval_stale` and nothing is approved."
+)
+
+if ARGUMENTS_HASH_REQUIRED:
+
+    class _Seen(Schema):
+        """Bound to the arguments the approver saw: required."""
+
+        model_config = _IN
+
+        arguments_hash: str = Field(pattern=SHA256_HEX, description=_SEEN)
+
+else:
+
+    class _Seen(Schema):  # type: ignore[no-redef]
+        """Bound to the arguments the approver saw, if they say which."""
+
+        model_config = _IN
+
+        arguments_hash: str | None = Field(None, pattern=SHA256_HEX, description=_SEEN)
+
+
+class ApproveIn(_Seen):
+    """Approve what you saw, with an optional note; or edit it first."""
 
     note: str = Field("", max_length=2_000, pattern=_TEXT)
-    arguments_hash: str | None = Field(
-        None,
-        pattern=SHA256_HEX,
-        description=(
-            "The `arguments_hash` of the approval you were shown: if the call has other "
-            "arguments now, 409 `approval_stale` and nothing is approved."
-        ),
-    )
     confirm_high_impact: bool = Field(
         False, description="Required (true) to approve a call marked `high_impact`; 422 otherwise."
     )
@@ -79,8 +99,14 @@ class CancelIn(Schema):
     note: str = Field("", max_length=2_000, pattern=_TEXT)
 
 
-class BulkItemIn(Schema):
-    """One approval of a bulk decision, optionally bound to the arguments you were shown."""
+class BulkApproveItemIn(_Seen):
+    """One approval of a bulk approve, bound to the arguments you were shown."""
+
+    id: Annotated[int, Field(ge=1, le=MAX_ID), JSON_INTEGER]
+
+
+class BulkDenyItemIn(Schema):
+    """One approval of a bulk deny, optionally bound to the arguments you were shown."""
 
     model_config = _IN
 
@@ -93,7 +119,7 @@ class BulkApproveIn(Schema):
 
     model_config = _IN
 
-    items: list[BulkItemIn] = Field(min_length=1, max_length=200)
+    items: list[BulkApproveItemIn] = Field(min_length=1, max_length=200)
     note: str = Field("", max_length=2_000, pattern=_TEXT)
 
 
@@ -102,7 +128,7 @@ class BulkDenyIn(Schema):
 
     model_config = _IN
 
-    items: list[BulkItemIn] = Field(min_length=1, max_length=200)
+    items: list[BulkDenyItemIn] = Field(min_length=1, max_length=200)
     note: str = Field(min_length=1, max_length=2_000, pattern=_SAYS_SOMETHING, description="Why (required).")
 
 

@@ -271,6 +271,12 @@ arguments and impact line in the clear; every other tenant's name a call by its
 ``arguments_hash`` only. The chain cannot be edited afterwards, so this is the operator's
 choice, made where the deployment is, and read with no query (tenants/auditing.py)."""
 
+KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH = _env_bool("KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH", False)
+"""Let ``POST /api/v1/approvals/{id}/approve`` (and the bulk approve) omit ``arguments_hash``,
+approving whatever the call is by then. Off: the hash is required, as the console always
+sends it, so an approval is bound to the arguments the approver saw. Read once as the API's
+schema is built: the OpenAPI document says which."""
+
 # -- Webhooks (notifications/webhooks/) -------------------------------------------------
 
 KEELGATE_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_TIMEOUT_SECONDS", "10"))

@@ -11,7 +11,12 @@ from tests.site.api.conftest import drain
 
 def make_unknown(client, pending) -> UnknownOutcome:
     """Approve r1, let the brokerage fail after executing: one open unknown outcome."""
-    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 200
+    )
     PaperBrokerage().set_mode("fail")
     drain()
     PaperBrokerage().set_mode("normal")
@@ -31,7 +36,9 @@ def test_the_inbox_lists_pending_approvals_by_default(client, pending):
 
 def test_approving_settles_the_item_requeues_the_run_and_is_attributed(client, pending):
     """POST approve: approved, decided_by the key's user, run queued, audit event by that user."""
-    response = client.post(f"/approvals/{pending.pk}/approve", {"note": "looks right"})
+    response = client.post(
+        f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash, "note": "looks right"}
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "approved" and body["decided_by"] == "op"
@@ -42,7 +49,9 @@ def test_approving_settles_the_item_requeues_the_run_and_is_attributed(client, p
 
 def test_a_decisions_answer_is_the_row_as_stored(client, pending):
     """What approve and deny answer (set from the saved state, not read back) is what GET reads."""
-    approved = client.post(f"/approvals/{pending.pk}/approve", {"note": "looks right"}).json()
+    approved = client.post(
+        f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash, "note": "looks right"}
+    ).json()
     assert approved == client.get(f"/approvals/{pending.pk}").json()
     shown = client.get(f"/approvals/{pending.pk}").json()
     assert shown["votes"][0]["by"] == "op" and shown["decided_at"] is not None
@@ -50,8 +59,11 @@ def test_a_decisions_answer_is_the_row_as_stored(client, pending):
 
 def test_deciding_a_settled_approval_is_409_naming_who_settled_it(client, api, keys, pending, operator):
     """A second approve or a deny after approval: 409 approval_already_decided with the first decider."""
-    client.post(f"/approvals/{pending.pk}/approve")
-    for path, body in [("approve", None), ("deny", {"note": "too late"})]:
+    client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
+    for path, body in [
+        ("approve", {"arguments_hash": pending.arguments_hash}),
+        ("deny", {"note": "too late"}),
+    ]:
         response = client.post(f"/approvals/{pending.pk}/{path}", body)
         assert response.status_code == 409
         assert response.json() == {
@@ -83,7 +95,12 @@ def test_a_note_that_only_python_sees_as_blank_is_note_required(client, pending)
 def test_a_viewer_cannot_decide(api, keys, pending):
     """A viewer's key: 403 forbidden on approve and deny; the item stays pending."""
     viewer = api(keys.viewer)
-    assert viewer.post(f"/approvals/{pending.pk}/approve").json()["code"] == "forbidden"
+    assert (
+        viewer.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}).json()[
+            "code"
+        ]
+        == "forbidden"
+    )
     assert viewer.post(f"/approvals/{pending.pk}/deny", {"note": "no"}).status_code == 403
     assert Approval.objects.get(pk=pending.pk).status == ApprovalStatus.PENDING
 
@@ -94,7 +111,12 @@ def test_approval_ids_of_the_wrong_shape_are_422_and_missing_ones_404(client, pe
         response = client.post(f"/approvals/{bad}/approve")
         assert response.status_code == 422, bad
         assert "path.approval_id" in response.json()["detail"]
-    assert client.post(f"/approvals/{pending.pk + 1000}/approve").status_code == 404
+    assert (
+        client.post(
+            f"/approvals/{pending.pk + 1000}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 404
+    )
     assert client.get(f"/approvals/{2**63 - 1}").status_code == 404
 
 
@@ -137,7 +159,12 @@ def test_reconciling_a_call_whose_outcome_is_known_is_409_saying_where_it_stands
     assert waiting.status_code == 409, waiting.content
     assert waiting.json()["code"] == "not_an_unknown_outcome"
     assert waiting.json()["detail"].endswith("(the call place_order is awaiting approval)")
-    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 200
+    )
     drain()
     done = client.post(path, {"executed": False, "note": "x"})
     assert done.status_code == 409 and done.json()["detail"].endswith("(the call place_order is done)")

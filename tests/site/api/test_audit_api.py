@@ -31,7 +31,7 @@ def test_the_head_is_a_signed_digest_that_verifies_later(client, pending):
     """GET /audit/head, then POST /audit/verify with it: ok; an edited digest is 422."""
     digest = client.get("/audit/head").json()
     assert digest["tenant_id"] == "t1" and digest["seq"] >= 1 and len(digest["hash"]) == 64
-    client.post(f"/approvals/{pending.pk}/approve")
+    client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     later = client.post("/audit/verify", digest)
     assert later.status_code == 200 and later.json()["ok"] is True
     forged = client.post("/audit/verify", {**digest, "seq": digest["seq"] + 1})

@@ -66,7 +66,12 @@ def test_an_api_approval_names_the_call_the_key_by_id_and_the_address(keys, pend
 def test_the_policy_adds_the_arguments_to_an_api_approval(keys, pending, settings):
     """With t1 listed, the same approval also carries the arguments and the impact line."""
     settings.KEELGATE_AUDIT_ARGUMENTS = ["t1"]
-    assert _api(keys.t1).post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        _api(keys.t1)
+        .post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
+        .status_code
+        == 200
+    )
     (decided,) = events("approval.decided", "r1")
     assert decided["arguments"] == json.loads(pending.arguments)
     assert decided["impact"].startswith("buy 10 ACME")
@@ -81,10 +86,15 @@ def test_a_high_impact_approval_records_the_confirmation(keys, brokerage_path, s
     approval = Approval.objects.get(tenant_id="t1", run_id="h1")
     assert approval.high_impact
     client = _api(keys.t1)
-    refused = client.post(f"/approvals/{approval.pk}/approve", {"note": ""})
+    refused = client.post(
+        f"/approvals/{approval.pk}/approve", {"arguments_hash": approval.arguments_hash, "note": ""}
+    )
     assert refused.json()["code"] == "high_impact_confirmation_required", refused.content
     assert events("approval.decided", "h1") == []
-    confirmed = client.post(f"/approvals/{approval.pk}/approve", {"confirm_high_impact": True})
+    confirmed = client.post(
+        f"/approvals/{approval.pk}/approve",
+        {"arguments_hash": approval.arguments_hash, "confirm_high_impact": True},
+    )
     assert confirmed.status_code == 200, confirmed.content
     (decided,) = events("approval.decided", "h1")
     assert decided["high_impact"] is True and decided["high_impact_confirmed"] is True
@@ -106,7 +116,10 @@ def test_an_api_edit_records_old_and_new_values_when_allowed(keys, pending, sett
     """approval.edited through the API: quantity 10 -> 3 with both values, the key and the address."""
     settings.KEELGATE_AUDIT_ARGUMENTS = ["t1"]
     edited_args = {"symbol": "ACME", "side": "buy", "quantity": 3}
-    response = _api(keys.t1).post(f"/approvals/{pending.pk}/approve", {"arguments": edited_args})
+    response = _api(keys.t1).post(
+        f"/approvals/{pending.pk}/approve",
+        {"arguments_hash": pending.arguments_hash, "arguments": edited_args},
+    )
     assert response.status_code == 200, response.content
     (edited,) = events("approval.edited", "r1")
     assert edited["changes"] == {"quantity": {"old": 10, "new": 3}}
@@ -119,7 +132,12 @@ def test_an_api_edit_records_old_and_new_values_when_allowed(keys, pending, sett
 def test_an_api_reconcile_names_the_call_and_the_key(keys, pending):
     """loop.reconciled through the API: the unknown call's hash, via api, the key's id, the address."""
     client = _api(keys.t1)
-    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 200
+    )
     PaperBrokerage().set_mode("fail")
     drain()
     PaperBrokerage().set_mode("normal")
@@ -140,7 +158,10 @@ def test_an_api_cancel_and_bulk_say_the_key(keys, brokerage_path):
     (cancelled,) = events("run.cancelled", "b1")
     assert cancelled["withdrawn_calls"][0]["arguments_hash"] == first.arguments_hash
     assert (cancelled["via"], cancelled["key_id"], cancelled["address"]) == ("api", _key_id(keys.t1), ADDRESS)
-    bulk = client.post("/approvals/bulk/approve", {"items": [{"id": second.pk}], "note": ""})
+    bulk = client.post(
+        "/approvals/bulk/approve",
+        {"items": [{"id": second.pk, "arguments_hash": second.arguments_hash}], "note": ""},
+    )
     assert bulk.status_code == 200, bulk.content
     (decided,) = events("approval.decided", "b2")
     assert decided["arguments_hash"] == second.arguments_hash
@@ -156,7 +177,7 @@ def test_the_browser_session_on_the_api_is_the_console_and_the_address_is_the_pe
     headers = {"X-Forwarded-For": "203.0.113.99"} if proxy else {}
     response = session.post(
         f"{BASE}/approvals/{pending.pk}/approve?tenant=t1",
-        "{}",
+        json.dumps({"arguments_hash": pending.arguments_hash}),
         content_type="application/json",
         headers=headers,
     )

@@ -58,7 +58,7 @@ def test_inclusion_proofs_check_against_the_signed_checkpoint(client, pending):
 def test_consistency_proofs_link_every_two_checkpoints(client, pending):
     """The log only grew between two checkpoints: their consistency proof checks."""
     first_size, first_root = _checkpoint(client)
-    client.post(f"/approvals/{pending.pk}/approve")
+    client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     second_size, second_root = _checkpoint(client)
     assert second_size > first_size
     proof = client.get("/audit/proof/consistency", {"first": first_size, "second": second_size}).json()
@@ -135,7 +135,7 @@ def test_gos_reference_verifier_accepts_the_products_checkpoint_and_proofs(clien
     from tests.interop.go_reference import document, go_check
 
     first_size, first_root = _checkpoint(client)
-    client.post(f"/approvals/{pending.pk}/approve")
+    client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     size, _ = _checkpoint(client)
     note = client.get("/audit/checkpoint").content.decode()
     vkey = client.get("/audit/key").json()["vkey"]

@@ -19,7 +19,11 @@ def test_bulk_approve_lists_each_item_in_the_order_given(client, keys, brokerage
     response = client.post(
         "/approvals/bulk/approve",
         {
-            "items": [{"id": a.pk, "arguments_hash": a.arguments_hash}, {"id": b.pk}, {"id": 999_999}],
+            "items": [
+                {"id": a.pk, "arguments_hash": a.arguments_hash},
+                {"id": b.pk, "arguments_hash": b.arguments_hash},
+                {"id": 999_999, "arguments_hash": "0" * 64},
+            ],
         },
     )
     assert response.status_code == 200, response.content
@@ -62,6 +66,8 @@ def test_bulk_input_is_checked_before_anything_is_decided(client, api, keys, bro
         ("approve", {"items": [{"id": "1"}]}),
     ):
         assert client.post(f"/approvals/bulk/{path}", body).status_code == 422, body
-    viewer = api(keys.viewer).post("/approvals/bulk/approve", {"items": [{"id": a.pk}]})
+    viewer = api(keys.viewer).post(
+        "/approvals/bulk/approve", {"items": [{"id": a.pk, "arguments_hash": a.arguments_hash}]}
+    )
     assert viewer.status_code == 200 and viewer.json()["results"][0]["code"] == "forbidden"
     assert Approval.objects.get(pk=a.pk).status == ApprovalStatus.PENDING

@@ -23,7 +23,7 @@ def test_cancel_a_waiting_run_through_the_api(client, api, keys, pending):
     approval = Approval.objects.get(pk=pending.pk)
     assert approval.status == ApprovalStatus.WITHDRAWN and approval.decided_by == "op"
     assert client.get("/approvals").json()["items"] == []
-    late = client.post(f"/approvals/{pending.pk}/approve")
+    late = client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     assert late.status_code == 409
     assert client.post("/runs/r1/cancel").status_code == 200  # again: nothing more happens
     kinds = [e.kind for e in audit_log().events("t1") if e.body.get("run_id") == "r1"]
@@ -37,7 +37,12 @@ def test_cancel_a_waiting_run_through_the_api(client, api, keys, pending):
 
 def test_a_finished_run_cannot_be_cancelled(client, pending):
     """409 run_finished, and the run stays done."""
-    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 200
+    )
     drain()
     response = client.post("/runs/r1/cancel")
     assert response.status_code == 409 and response.json()["code"] == "run_finished"
@@ -123,7 +128,12 @@ def test_the_run_pages_cancel_of_a_finished_run_says_so_in_the_consoles_words(cl
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    assert client.post(f"/approvals/{pending.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}
+        ).status_code
+        == 200
+    )
     drain()
     browser = Client()
     browser.force_login(get_user_model().objects.get(username="op"))
@@ -142,7 +152,7 @@ def test_deciding_a_withdrawn_approval_says_the_run_was_cancelled_and_by_whom(cl
     from django.test import Client
 
     assert client.post("/runs/r1/cancel", {"note": "wrong account"}).status_code == 200
-    late = client.post(f"/approvals/{pending.pk}/approve")
+    late = client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     assert late.status_code == 409
     assert late.json() == {
         "code": "approval_withdrawn",

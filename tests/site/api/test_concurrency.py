@@ -34,7 +34,9 @@ def test_ten_concurrent_approvals_settle_the_item_once(pending):
         try:
             client = Api(key)
             gate.wait(timeout=30)
-            response = client.post(f"/approvals/{pending.pk}/approve", {"note": "go"})
+            response = client.post(
+                f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash, "note": "go"}
+            )
             with lock:
                 results.append((response.status_code, response.json()))
         finally:

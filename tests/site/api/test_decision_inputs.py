@@ -218,10 +218,19 @@ def test_the_api_edits_then_approves_and_binds_approvals_to_their_arguments(clie
     stale = client.post(url, {"arguments_hash": "f" * 64})
     assert stale.status_code == 409 and stale.json()["code"] == "approval_stale"
     for bad in [{"quantity": "5"}, {"quantity": 0}, {"side": "steal"}, {"extra": 1}]:
-        response = client.post(url, {"arguments": {**shown["arguments"], **bad}})
+        response = client.post(
+            url, {"arguments_hash": shown["arguments_hash"], "arguments": {**shown["arguments"], **bad}}
+        )
         assert response.status_code == 422, (bad, response.content)
         assert response.json()["code"] == "edited_arguments_invalid"
-    edited = client.post(url, {"arguments": {**shown["arguments"], "quantity": 3}, "note": "three"})
+    edited = client.post(
+        url,
+        {
+            "arguments_hash": shown["arguments_hash"],
+            "arguments": {**shown["arguments"], "quantity": 3},
+            "note": "three",
+        },
+    )
     assert edited.status_code == 200, edited.content
     body = edited.json()
     assert body["edit_of"] == shown["action_id"] and body["status"] == "approved"

@@ -192,10 +192,11 @@ def test_session_auth_works_for_the_browser_with_csrf_on_writes(keys, pending):
     browser.login(username="op", password="pw-op-123456")
     assert browser.get("/api/v1/approvals").json()["items"][0]["id"] == pending.pk
     url = f"/api/v1/approvals/{pending.pk}/approve"
-    assert_error(browser.post(url, "{}", content_type="application/json"), 403, "csrf_failed")
+    body = json.dumps({"arguments_hash": pending.arguments_hash})
+    assert_error(browser.post(url, body, content_type="application/json"), 403, "csrf_failed")
     browser.get("/admin/login/")  # sets the csrftoken cookie
     token = browser.cookies["csrftoken"].value
-    response = browser.post(url, "{}", content_type="application/json", headers={"X-CSRFToken": token})
+    response = browser.post(url, body, content_type="application/json", headers={"X-CSRFToken": token})
     assert response.status_code == 200 and response.json()["decided_by"] == "op"
     assert Approval.objects.get(pk=pending.pk).status == "approved"
 

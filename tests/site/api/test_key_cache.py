@@ -97,7 +97,7 @@ def test_a_member_removed_by_another_process_reads_at_most_the_bound_and_never_w
     assert client.get("/runs").status_code == 200
     _sql("DELETE FROM tenants_membership WHERE user_id = %s", operator.pk)
     assert client.get("/runs").status_code == 200  # a read inside the bound
-    refused = client.post(f"/approvals/{pending.pk}/approve", {})
+    refused = client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash})
     assert_error(refused, 404, "not_found")
     pending.refresh_from_db()
     assert pending.status == "pending"
@@ -110,7 +110,11 @@ def test_a_role_lowered_by_another_process_cannot_approve_from_the_cache(keys, o
     client = Api(keys.t1)
     assert client.get("/runs").status_code == 200
     _sql("UPDATE tenants_membership SET role = %s WHERE user_id = %s", "viewer", operator.pk)
-    assert_error(client.post(f"/approvals/{pending.pk}/approve", {}), 403, "forbidden")
+    assert_error(
+        client.post(f"/approvals/{pending.pk}/approve", {"arguments_hash": pending.arguments_hash}),
+        403,
+        "forbidden",
+    )
     pending.refresh_from_db()
     assert pending.status == "pending"
 

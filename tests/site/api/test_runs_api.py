@@ -157,7 +157,12 @@ def test_only_a_stopped_run_resumes_and_new_stop_conditions_apply(client, keys, 
     waiting = client.post("/runs/r1/resume", {})
     assert waiting.status_code == 409 and waiting.json()["code"] == "not_resumable"
     approval = client.get("/approvals").json()["items"][0]
-    assert client.post(f"/approvals/{approval['id']}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{approval['id']}/approve", {"arguments_hash": approval["arguments_hash"]}
+        ).status_code
+        == 200
+    )
     drain()
     stopped = client.get("/runs/r1").json()
     assert stopped["status"] == "stopped" and stopped["resumable"] is True

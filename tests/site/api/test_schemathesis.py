@@ -135,7 +135,12 @@ def seed(operator) -> tuple[str, int, str]:
     pending = start_pending("t1", "op")
     unknown = start_pending("t1", "op", run_id="u1")
     key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=operator, name="fuzz")[1]
-    assert Api(key).post(f"/approvals/{unknown.pk}/approve").status_code == 200
+    assert (
+        Api(key)
+        .post(f"/approvals/{unknown.pk}/approve", {"arguments_hash": unknown.arguments_hash})
+        .status_code
+        == 200
+    )
     PaperBrokerage().set_mode("fail")
     drain()
     PaperBrokerage().set_mode("normal")

@@ -24,7 +24,12 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     """Every operation with t2's key on t1's run, approval and unknown outcome is 404 or lists only t2's."""
     # t1 also gets an unknown outcome (run u1), so every kind of object exists in t1.
     unknown_run = start_pending("t1", "op", run_id="u1")
-    assert client.post(f"/approvals/{unknown_run.pk}/approve").status_code == 200
+    assert (
+        client.post(
+            f"/approvals/{unknown_run.pk}/approve", {"arguments_hash": unknown_run.arguments_hash}
+        ).status_code
+        == 200
+    )
     PaperBrokerage().set_mode("fail")
     drain()
     PaperBrokerage().set_mode("normal")
@@ -85,11 +90,23 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     absent(call("POST", "/runs/{run_id}/resume", "/runs/r1/resume", {}))
     absent(call("POST", "/runs/{run_id}/cancel", "/runs/r1/cancel", {}))
     absent(call("GET", "/approvals/{approval_id}", f"/approvals/{pending.pk}"))
-    absent(call("POST", "/approvals/{approval_id}/approve", f"/approvals/{pending.pk}/approve", {}))
+    absent(
+        call(
+            "POST",
+            "/approvals/{approval_id}/approve",
+            f"/approvals/{pending.pk}/approve",
+            {"arguments_hash": pending.arguments_hash},
+        )
+    )
     absent(call("POST", "/approvals/{approval_id}/deny", f"/approvals/{pending.pk}/deny", {"note": "no"}))
     for verb, body in (("approve", {}), ("deny", {"note": "no"})):
         path = f"/approvals/bulk/{verb}"
-        bulk = call("POST", path, path, {"items": [{"id": pending.pk}], **body})
+        bulk = call(
+            "POST",
+            path,
+            path,
+            {"items": [{"id": pending.pk, "arguments_hash": pending.arguments_hash}], **body},
+        )
         assert bulk.json() == {
             "results": [
                 {

@@ -93,7 +93,13 @@ def _drive(op, settings) -> None:
     console.force_login(op)
 
     high = _waiting(op, "f1", goal="sell 150 ACME")
-    assert api.post(f"/approvals/{high.pk}/approve", {"confirm_high_impact": True}).status_code == 200
+    assert (
+        api.post(
+            f"/approvals/{high.pk}/approve",
+            {"arguments_hash": high.arguments_hash, "confirm_high_impact": True},
+        ).status_code
+        == 200
+    )
     edited = _waiting(op, "f2")
     form = {"edit": "1", "arguments_hash": edited.arguments_hash, "note": "fewer", "arg.symbol": "ACME"}
     form.update({"arg.side": "buy", "arg.quantity": "4"})

@@ -144,7 +144,7 @@ def test_after_escalation_an_approver_is_refused_by_the_api_and_the_console(wait
     """bob (approver): 403 approval_escalated on approve and deny, the console refuses; nothing recorded."""
     approval = escalated(waiting)
     bob = key_for(people, "bob")
-    for path, body in [("approve", None), ("deny", {"note": "no"})]:
+    for path, body in [("approve", {"arguments_hash": approval.arguments_hash}), ("deny", {"note": "no"})]:
         response = bob.post(f"/approvals/{approval.pk}/{path}", body)
         assert response.status_code == 403, response.content
         assert response.json()["code"] == "approval_escalated"
@@ -182,7 +182,9 @@ def test_the_second_deadline_denies_fail_closed(waiting):
 def test_a_late_decision_before_any_sweep_escalates_and_is_refused(waiting, people):
     """bob approves a minute past the deadline: the escalation is kept (audited), his vote is not."""
     approval = shift(waiting, timedelta(hours=4, minutes=1))
-    response = key_for(people, "bob").post(f"/approvals/{approval.pk}/approve")
+    response = key_for(people, "bob").post(
+        f"/approvals/{approval.pk}/approve", {"arguments_hash": approval.arguments_hash}
+    )
     assert response.status_code == 403 and response.json()["code"] == "approval_escalated"
     row = Approval.objects.get(pk=approval.pk)
     assert row.escalated_to == "admin" and row.votes == [] and row.status == ApprovalStatus.PENDING
@@ -251,7 +253,9 @@ def test_deciding_after_the_deadline_denied_it_says_it_expired(waiting, people, 
     """
     approval = shift(escalated(waiting), timedelta(hours=1, minutes=1))
     assert approvals_expire() == 1
-    response = key_for(people, "op").post(f"/approvals/{approval.pk}/approve")
+    response = key_for(people, "op").post(
+        f"/approvals/{approval.pk}/approve", {"arguments_hash": approval.arguments_hash}
+    )
     assert response.status_code == 409
     assert response.json() == {
         "code": "approval_expired",

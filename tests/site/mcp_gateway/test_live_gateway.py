@@ -136,7 +136,12 @@ async def test_a_write_needing_approval_waits_then_the_retry_returns_the_approve
     assert status == 200
     (item,) = [a for a in page["items"] if a["run_id"] == run_id]
     assert item["tool"] == "gated__send"
-    status, _ = live.api("POST", f"/approvals/{item['id']}/approve", live.keys["bob"], {"note": "fine"})
+    status, _ = live.api(
+        "POST",
+        f"/approvals/{item['id']}/approve",
+        live.keys["bob"],
+        {"note": "fine", "arguments_hash": item["arguments_hash"]},
+    )
     assert status == 200
     async with mcp_session(live, live.keys["alice"]) as session:
         for _ in range(20):
