@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import functools
 import gc
+import json
 import os
 import re
 import shutil
@@ -59,7 +60,6 @@ from bench import _pg
 from bench._common import Row, interleave, median, progress, quick
 
 BENCH = "6. API throughput"
-APPROVE_BODY = b'{"note": ""}'
 MAX_RATE = 500
 """Approve requests per second one round can use at most: that many waiting approvals are made.
 A round that uses them up answers 409 from then on, which the rates do not count."""
@@ -273,7 +273,7 @@ def _wrk(
             "threads": threads,
             "expected": expected,
             "headers": ", ".join(f"[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items()),
-            "body": _lua_string(APPROVE_BODY.decode()) if method == "POST" else "nil",
+            "body": _lua_string(_approve_body(ids[0]).decode()) if method == "POST" and ids else "nil",
             "method": method,
             "path": path.replace("{id}", "%d"),
         }
@@ -304,18 +304,27 @@ def _wrk(
     }
 
 
+def _approve_body(approval_id: int) -> bytes:
+    """An approve's body, naming the call's ``arguments_hash`` as the API requires; every
+    waiting copy (:func:`_waiting_approvals`) proposes the same call, so one body serves all."""
+    from approvals.models import Approval
+
+    seen = Approval.objects.values_list("arguments_hash", flat=True).get(pk=approval_id)
+    return json.dumps({"note": "", "arguments_hash": seen}).encode()
+
+
 def _wrk_ms(text: str) -> float:
     value, unit = re.fullmatch(r"([\d.]+)(\w+)", text).groups()  # type: ignore[union-attr]
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
 
 
-def _raw_request(method: str, path: str, token: str | None) -> bytes:
+def _raw_request(method: str, path: str, token: str | None, approval_id: int | None = None) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: keep-alive"]
     if token:
         lines.append(f"Authorization: Bearer {token}")
     body = b""
-    if method == "POST":
-        body = APPROVE_BODY
+    if method == "POST" and approval_id is not None:
+        body = _approve_body(approval_id)
         lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
@@ -372,7 +381,7 @@ def _python(
     ids: list[int] | None = None,
 ) -> dict[str, Any]:
     requests = (
-        [_raw_request(method, path.replace("{id}", str(i)), token) for i in ids]
+        [_raw_request(method, path.replace("{id}", str(i)), token, i) for i in ids]
         if ids
         else [_raw_request(method, path, token)]
     )
@@ -490,7 +499,9 @@ def _round_trips_per_request(token: str, approval_id: int) -> dict[str, int]:
         (
             "approve",
             lambda: client.post(
-                f"/api/v1/approvals/{approval_id}/approve", data=APPROVE_BODY, content_type="application/json"
+                f"/api/v1/approvals/{approval_id}/approve",
+                data=_approve_body(approval_id),
+                content_type="application/json",
             ),
         ),
         ("floor", lambda: client.get("/api/v1/bench-floor")),
