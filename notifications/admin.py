@@ -114,6 +114,12 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         obj._state.adding = False
         messages.warning(request, f"The new endpoint's signing secret, shown only this once: {secret}")
 
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Its deliveries go with the endpoint (the service deletes them): that nobody may
+        # delete one on its own must not keep the endpoint from being deleted.
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
     def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
         webhook_endpoint_delete(endpoint=obj, actor=request.user.get_username())
 

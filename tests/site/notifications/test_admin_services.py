@@ -60,7 +60,9 @@ def send_test(endpoint, receiver):
     return receiver.requests[-1]
 
 
-def test_during_the_grace_old_and_new_secret_both_verify_and_after_it_only_the_new(operator, receivers, settings):
+def test_during_the_grace_old_and_new_secret_both_verify_and_after_it_only_the_new(
+    operator, receivers, settings
+):
     """Two signatures while the grace runs, each verifying alone; then the old one fails."""
     settings.KEELGATE_WEBHOOK_SECRET_GRACE_SECONDS = 3600
     receiver = receivers()
