@@ -36,6 +36,7 @@ from notifications.webhooks.services import (
     webhook_secret_rotate,
     webhook_test_send,
 )
+from sitekit.console_errors import refusal_or_raise
 from sitekit.errors import ForbiddenError, NotFoundError, WebhookUrlRefusedError
 from sitekit.pages import console_page, flash_refusal
 from tenants.models import Role
@@ -129,7 +130,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
 @require_POST
 @console_page
 def webhook_register(request: HttpRequest) -> HttpResponse:
-    """Register an endpoint; the answer shows its secret once, or the form again with why not."""
+    """Register an endpoint; the answer shows its secret once, or the form again (422) with why not."""
     tenants = _require_admin(request)
     form = RegisterForm(request.POST, tenants=tenants)
     if form.is_valid():
@@ -144,10 +145,11 @@ def webhook_register(request: HttpRequest) -> HttpResponse:
                 description=data["description"],
             )
         except WebhookUrlRefusedError as exc:
-            form.add_error("url", f"Refused: {exc.detail or exc.message}.")
+            form.add_error("url", refusal_or_raise(exc).text)
         else:
             return _secret(request, endpoint, secret, rotated=False)
-    return _page(request, tenants, form, status=400)
+    # A whole page, not a card: what the person must correct is 422, as the start form's.
+    return _page(request, tenants, form, status=422)
 
 
 def _secret(request: HttpRequest, endpoint: WebhookEndpoint, secret: str, *, rotated: bool) -> HttpResponse:

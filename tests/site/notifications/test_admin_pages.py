@@ -6,6 +6,7 @@ Every action is a POST to a view that calls one service; the audit chain names t
 from __future__ import annotations
 
 import json
+from html import escape as html_escape
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -88,7 +89,7 @@ def test_another_tenants_endpoint_and_delivery_are_404(endpoint):
     assert "ops" not in page and "msg_t1_" not in page
     # Registering in a tenant she does not administer is a form error, not an endpoint there.
     refused = eve.post("/webhooks/register/", {"tenant": "t1", "url": "http://127.0.0.1:9/"})
-    assert refused.status_code == 400 and WebhookEndpoint.objects.count() == 1
+    assert refused.status_code == 422 and WebhookEndpoint.objects.count() == 1
     assert kinds() == [("webhook.registered", "op"), ("webhook.test_sent", "op")]
 
 
@@ -113,10 +114,11 @@ def test_a_post_without_the_csrf_token_is_refused(endpoint, operator):
     ],
 )
 def test_the_register_form_refuses_ssrf_targets_and_keeps_what_was_typed(operator, url, why):
-    """400 with the reason on the URL field, the URL still in it; no endpoint, no event."""
+    """422 with the reason on the URL field, the URL still in it; no endpoint, no event."""
     response = login(operator).post("/webhooks/register/", {"tenant": "t1", "url": url, "description": "x"})
     html = response.content.decode()
-    assert response.status_code == 400 and why in html
+    assert response.status_code == 422 and f"That URL is refused: {why}." in html
+    assert f'value="{html_escape(url)}"' in html
     assert not WebhookEndpoint.objects.exists() and kinds() == []
 
 
@@ -184,7 +186,7 @@ def test_redelivering_an_unfinished_message_flashes_why(endpoint, operator):
     client = login(operator)
     delivery = webhook_test_send(endpoint=endpoint, actor="op")
     response = client.post(f"/webhooks/deliveries/{delivery.pk}/redeliver/", follow=True)
-    assert "still due or being sent" in response.content.decode()
+    assert "Not sent again: the message is still due or being sent." in response.content.decode()
     assert ("webhook.redelivered", "op") not in kinds()
 
 
@@ -238,6 +240,6 @@ def test_an_admin_of_two_tenants_manages_both_and_a_viewer_of_a_third_sees_none_
     assert 'id="wh-t1"' in page and 'id="wh-t2"' in page and 'id="wh-t3"' not in page
     assert client.post(f"/webhooks/{t3.pk}/rotate/").status_code == 403
     assert (
-        client.post("/webhooks/register/", {"tenant": "t3", "url": "http://127.0.0.1:9/"}).status_code == 400
+        client.post("/webhooks/register/", {"tenant": "t3", "url": "http://127.0.0.1:9/"}).status_code == 422
     )
     assert json.loads(AuditEvent.objects.filter(tenant_id="t3").get().body)["endpoint_id"] == t3.pk
