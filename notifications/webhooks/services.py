@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.wiring import audit_log
+from keelgate.audit import AuditEvent, format_at
 from notifications.channel import Subscription
 from notifications.cursors import cursor_open
 from notifications.models import ChainCursor, DeliveryStatus, WebhookDelivery, WebhookEndpoint
@@ -50,15 +51,15 @@ def _host(url: str) -> str:
     return urlsplit(url).hostname or ""
 
 
-def _audit(endpoint: WebhookEndpoint, kind: str, *, actor: str, **body: object) -> int:
-    """Append ``kind`` about ``endpoint`` (its id and host) to its tenant's chain; the event's seq."""
+def _audit(endpoint: WebhookEndpoint, kind: str, *, actor: str, **body: object) -> AuditEvent:
+    """Append ``kind`` about ``endpoint`` (its id and host) to its tenant's chain; the event as stored."""
     event = audit_log().append(
         endpoint.tenant.slug,
         actor=actor,
         kind=kind,
         body={"endpoint_id": endpoint.pk, "host": _host(endpoint.url), **body},
     )
-    return event.seq
+    return event
 
 
 def webhook_endpoint_register(
@@ -200,15 +201,15 @@ def webhook_test_send(*, endpoint: WebhookEndpoint, actor: str) -> WebhookDelive
     is that event's, so it is never confused with another message.
     """
     with transaction.atomic():
-        seq = _audit(endpoint, "webhook.test_sent", actor=actor)
+        sent = _audit(endpoint, "webhook.test_sent", actor=actor)
         event = WebhookEvent(TEST_EVENT_TYPE, {"endpoint_id": endpoint.pk, "by": actor})
         return WebhookDelivery.objects.create(
             endpoint=endpoint,
             tenant_id=endpoint.tenant.slug,
-            seq=seq,
+            seq=sent.seq,
             event_type=TEST_EVENT_TYPE,
-            webhook_id=message_id(endpoint.tenant.slug, seq),
-            payload=webhook_payload(endpoint, seq, timezone.now().isoformat(), event),
+            webhook_id=message_id(endpoint.tenant.slug, sent.seq),
+            payload=webhook_payload(endpoint, sent.seq, format_at(sent.at), event),
             next_attempt_at=timezone.now(),
         )
 

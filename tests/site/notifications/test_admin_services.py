@@ -120,6 +120,7 @@ def test_a_test_message_goes_whatever_the_filter_and_is_audited(operator, receiv
     assert request.payload["data"]["endpoint_id"] == endpoint.pk and request.payload["data"]["by"] == "op"
     (sent,) = events("webhook.test_sent")
     assert request.webhook_id == f"msg_t1_{sent.seq}" and sent.actor == "op"
+    assert request.payload["timestamp"] == sent.at  # the event's time, as the chain's own messages
 
 
 def test_redelivery_sends_the_same_id_and_body_and_refuses_an_unfinished_message(operator, receivers):
