@@ -42,6 +42,7 @@ urlpatterns = [
     path("audit/<slug:tenant_id>/export/", audit.audit_export_view, name="audit-export"),
     path("webhooks/", notifications.webhooks, name="webhooks"),
     path("webhooks/register/", notifications.webhook_register, name="webhook-register"),
+    path("webhooks/<int:pk>/edit/", notifications.webhook_edit, name="webhook-edit"),
     path("webhooks/<int:pk>/rotate/", notifications.webhook_rotate, name="webhook-rotate"),
     path("webhooks/<int:pk>/enable/", notifications.webhook_enable, name="webhook-enable"),
     path("webhooks/<int:pk>/delete/", notifications.webhook_delete, name="webhook-delete"),

@@ -33,6 +33,7 @@ from notifications.webhooks.services import (
     webhook_endpoint_delete,
     webhook_endpoint_enable,
     webhook_endpoint_register,
+    webhook_endpoint_update,
     webhook_secret_rotate,
     webhook_test_send,
 )
@@ -60,6 +61,16 @@ class RegisterForm(forms.Form):
     def __init__(self, *args: Any, tenants: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["tenant"].choices = [(t, t) for t in tenants]  # type: ignore[attr-defined]
+
+
+class EditForm(forms.Form):
+    """What an endpoint's admin may change on the page: its events, arguments opt-in and label."""
+
+    events = forms.MultipleChoiceField(
+        choices=[(name, name) for name in EVENT_TYPES], required=False, widget=forms.CheckboxSelectMultiple
+    )
+    include_arguments = forms.BooleanField(required=False)
+    description = forms.CharField(max_length=200, required=False)
 
 
 def admin_tenants(request: HttpRequest) -> list[str]:
@@ -115,6 +126,7 @@ def _page(request: HttpRequest, tenants: list[str], form: RegisterForm, status: 
         "state": state,
         "event": event,
         "grace_hours": round(secret_grace().total_seconds() / 3600, 1),
+        "event_types": EVENT_TYPES,
     }
     return render(request, "notifications/webhooks.html", context, status=status)
 
@@ -169,6 +181,26 @@ def webhook_rotate(request: HttpRequest, pk: int) -> HttpResponse:
     """A new signing secret, shown once; the old one keeps signing for the grace period."""
     endpoint, secret = webhook_secret_rotate(endpoint=_endpoint(request, pk), actor=_actor(request))
     return _secret(request, endpoint, secret, rotated=True)
+
+
+@require_POST
+@console_page
+def webhook_edit(request: HttpRequest, pk: int) -> HttpResponse:
+    """Change the endpoint's events, arguments opt-in and label; back to the page."""
+    endpoint = _endpoint(request, pk)
+    form = EditForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Webhook #{pk} not changed: choose events from the list.")
+        return _back()
+    webhook_endpoint_update(
+        endpoint=endpoint,
+        actor=_actor(request),
+        events=form.cleaned_data["events"],
+        include_arguments=form.cleaned_data["include_arguments"],
+        description=form.cleaned_data["description"],
+    )
+    messages.success(request, f"Webhook #{pk} saved.")
+    return _back()
 
 
 @require_POST

@@ -58,6 +58,7 @@ def test_below_admin_the_page_and_every_action_are_403_and_the_nav_has_no_link(e
     delivery = webhook_test_send(endpoint=endpoint, actor="op")
     for url in (
         f"/webhooks/{endpoint.pk}/rotate/",
+        f"/webhooks/{endpoint.pk}/edit/",
         f"/webhooks/{endpoint.pk}/enable/",
         f"/webhooks/{endpoint.pk}/delete/",
         f"/webhooks/{endpoint.pk}/test/",
@@ -78,6 +79,7 @@ def test_another_tenants_endpoint_and_delivery_are_404(endpoint):
     delivery = webhook_test_send(endpoint=endpoint, actor="op")
     for url in (
         f"/webhooks/{endpoint.pk}/rotate/",
+        f"/webhooks/{endpoint.pk}/edit/",
         f"/webhooks/{endpoint.pk}/enable/",
         f"/webhooks/{endpoint.pk}/delete/",
         f"/webhooks/{endpoint.pk}/test/",
@@ -179,6 +181,26 @@ def test_rotate_disable_enable_test_redeliver_delete_from_the_page(endpoint, ope
     ]
     for event in AuditEvent.objects.filter(kind__startswith="webhook."):
         assert old not in event.body and endpoint.secret not in event.body and "q-secret" not in event.body
+
+
+def test_editing_changes_events_opt_in_and_label_once_in_the_chain(endpoint, operator):
+    """Save with two events and a label: the endpoint has them; an unknown event changes nothing."""
+    client = login(operator)
+    saved = client.post(
+        f"/webhooks/{endpoint.pk}/edit/",
+        {"events": ["run.finished", "outcome.unknown"], "description": "pager"},
+    )
+    assert saved.status_code == 303
+    endpoint.refresh_from_db()
+    assert endpoint.events == ["outcome.unknown", "run.finished"] and endpoint.description == "pager"
+    assert not endpoint.include_arguments
+    refused = client.post(f"/webhooks/{endpoint.pk}/edit/", {"events": ["run.exploded"]}, follow=True)
+    assert "not changed" in refused.content.decode()
+    endpoint.refresh_from_db()
+    assert endpoint.events == ["outcome.unknown", "run.finished"]
+    assert kinds() == [("webhook.registered", "op"), ("webhook.updated", "op")]
+    viewer = login(person("val", "t1", Role.VIEWER))
+    assert viewer.post(f"/webhooks/{endpoint.pk}/edit/", {"description": "x"}).status_code == 403
 
 
 def test_redelivering_an_unfinished_message_flashes_why(endpoint, operator):
