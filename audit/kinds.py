@@ -50,6 +50,11 @@ _CALL = {
     "action_id": "The planned call, by its id in the run.",
     "tool": "The tool it calls.",
 }
+_WEBHOOKS = ("notifications.webhooks.services",)
+_ENDPOINT = {
+    "endpoint_id": "The webhook endpoint's id.",
+    "host": "The receiver's host name (never the URL's path or query).",
+}
 _KEY = {"idempotency_key": "The call's idempotency key (derived from its arguments)."}
 _NAMED = {
     "arguments_hash": "The SHA-256 of the call's canonical JSON arguments: the exact call, as the API's"
@@ -267,14 +272,71 @@ _KINDS = (
     # The tenant's settings and its front door.
     EventKind(
         "webhook.registered",
-        ("notifications.webhooks.services",),
+        _WEBHOOKS,
         "An admin registered a webhook endpoint (its host and events; never its secret).",
         {
-            "endpoint_id": "The endpoint's id.",
-            "host": "The receiver's host name (never the URL's path or query).",
+            **_ENDPOINT,
             "events": "The webhook events it wants (empty: all).",
             "include_arguments": "The tenant opted in to send it a call's arguments.",
             "from_seq": "The chain's head when it was registered: it hears of later events only.",
+        },
+    ),
+    EventKind(
+        "webhook.updated",
+        _WEBHOOKS,
+        "An admin changed a webhook endpoint: which settings, and its events and opt-in as they are now.",
+        {
+            **_ENDPOINT,
+            "changed": "The settings changed: url, events, include_arguments, description (never their old"
+            " or new URL).",
+            "events": "The webhook events it wants now (empty: all).",
+            "include_arguments": "Whether it is sent a call's arguments now.",
+        },
+    ),
+    EventKind(
+        "webhook.secret_rotated",
+        _WEBHOOKS,
+        "An admin rotated a webhook endpoint's signing secret (never either secret): the old one signs"
+        " beside the new one until the grace period ends.",
+        {
+            **_ENDPOINT,
+            "grace_seconds": "How long the old secret keeps signing (0: it stopped at once).",
+            "previous_valid_until": "When the old secret stops signing (ISO 8601), or null with no grace.",
+        },
+    ),
+    EventKind(
+        "webhook.disabled",
+        _WEBHOOKS,
+        "An admin disabled a webhook endpoint: nothing is sent to it, its messages wait.",
+        dict(_ENDPOINT),
+    ),
+    EventKind(
+        "webhook.enabled",
+        _WEBHOOKS,
+        "An admin enabled a webhook endpoint again: its waiting messages go out.",
+        dict(_ENDPOINT),
+    ),
+    EventKind(
+        "webhook.deleted",
+        _WEBHOOKS,
+        "An admin deleted a webhook endpoint, with its deliveries.",
+        {**_ENDPOINT, "deliveries": "How many of its deliveries were deleted with it."},
+    ),
+    EventKind(
+        "webhook.test_sent",
+        _WEBHOOKS,
+        "An admin sent a webhook endpoint a test message: its id is this event's (msg_<tenant>_<seq>).",
+        dict(_ENDPOINT),
+    ),
+    EventKind(
+        "webhook.redelivered",
+        _WEBHOOKS,
+        "An admin sent a finished webhook message again, with its id and body unchanged.",
+        {
+            **_ENDPOINT,
+            "message_id": "The message's webhook-id.",
+            "event_type": "The message's webhook event type.",
+            "attempts": "Attempts it had before this one.",
         },
     ),
     EventKind(

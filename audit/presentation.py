@@ -276,6 +276,27 @@ def _registered(b: _Body) -> str:
     return f"Webhook to {b.text('host')} registered for {events}."
 
 
+def _webhook(done: str) -> Callable[[_Body], str]:
+    """``Webhook #<id> to <host> <done>.``: an admin's change to an endpoint."""
+    return lambda b: f"Webhook #{b.text('endpoint_id')} to {b.text('host')} {done}."
+
+
+def _rotated(b: _Body) -> str:
+    until = b.text("previous_valid_until", "")
+    grace = f"; the old one also signs until {until}" if until else "; the old one stopped at once"
+    return f"Signing secret of webhook #{b.text('endpoint_id')} to {b.text('host')} rotated{grace}."
+
+
+def _updated(b: _Body) -> str:
+    events = b.text("events", "") or "every event"
+    which = f"#{b.text('endpoint_id')} to {b.text('host')}"
+    return f"Webhook {which} changed ({b.text('changed')}): now for {events}."
+
+
+def _redelivered(b: _Body) -> str:
+    return f"Webhook message {b.text('message_id')} ({b.text('event_type')}) to {b.text('host')} sent again."
+
+
 def _retired(b: _Body) -> str:
     age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
     digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
@@ -305,6 +326,18 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "approval.escalated": _escalated,
     "approval.expired": _expired,
     "webhook.registered": _registered,
+    "webhook.updated": _updated,
+    "webhook.secret_rotated": _rotated,
+    "webhook.disabled": _webhook("disabled"),
+    "webhook.enabled": _webhook("enabled"),
+    "webhook.deleted": lambda b: (
+        f"Webhook #{b.text('endpoint_id')} to {b.text('host')} deleted,"
+        f" with {b.text('deliveries')} deliveries."
+    ),
+    "webhook.test_sent": lambda b: (
+        f"Test message sent to webhook #{b.text('endpoint_id')} at {b.text('host')}."
+    ),
+    "webhook.redelivered": _redelivered,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
     "audit.retired": _retired,
 }

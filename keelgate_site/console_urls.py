@@ -41,4 +41,14 @@ urlpatterns = [
     path("audit/<slug:tenant_id>/verify/", audit.audit_verify_view, name="audit-verify"),
     path("audit/<slug:tenant_id>/export/", audit.audit_export_view, name="audit-export"),
     path("webhooks/", notifications.webhooks, name="webhooks"),
+    path("webhooks/register/", notifications.webhook_register, name="webhook-register"),
+    path("webhooks/<int:pk>/edit/", notifications.webhook_edit, name="webhook-edit"),
+    path("webhooks/<int:pk>/rotate/", notifications.webhook_rotate, name="webhook-rotate"),
+    path("webhooks/<int:pk>/enable/", notifications.webhook_enable, name="webhook-enable"),
+    path("webhooks/<int:pk>/delete/", notifications.webhook_delete, name="webhook-delete"),
+    path("webhooks/<int:pk>/test/", notifications.webhook_test, name="webhook-test"),
+    path("webhooks/deliveries/<int:pk>/", notifications.webhook_delivery, name="webhook-delivery"),
+    path(
+        "webhooks/deliveries/<int:pk>/redeliver/", notifications.webhook_redeliver, name="webhook-redeliver"
+    ),
 ]

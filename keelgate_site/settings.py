@@ -294,6 +294,10 @@ KEELGATE_WEBHOOK_ALLOWED_NETWORKS = [
 """Networks (CIDR) allowed although not public, e.g. ``127.0.0.0/8`` for a receiver on this host."""
 KEELGATE_WEBHOOK_WORKERS = int(os.environ.get("KEELGATE_WEBHOOK_WORKERS", "4"))
 """Endpoints one ``keelgate_notify`` pass serves side by side, so one slow receiver delays no other."""
+KEELGATE_WEBHOOK_SECRET_GRACE_SECONDS = float(
+    os.environ.get("KEELGATE_WEBHOOK_SECRET_GRACE_SECONDS", "86400")
+)
+"""After a secret is rotated, messages are signed with the old one too for this long (0: not at all)."""
 
 
 def _signing_key() -> str:

@@ -1,4 +1,8 @@
-"""Admin for notifications. Webhooks: endpoints (the secret shown once, when added), deliveries read-only."""
+"""Admin for notifications. Webhooks: endpoints (a secret shown once, when added or rotated), deliveries.
+
+Every change goes through :mod:`notifications.webhooks.services`, as the console's and
+the command's do, so each is audited under the admin's name.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,23 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from keelgate.errors import KeelgateError
 from notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from notifications.webhooks.events import EVENT_TYPES
 from notifications.webhooks.selectors import display_url
-from notifications.webhooks.services import webhook_endpoint_register, webhook_events_clean
+from notifications.webhooks.services import (
+    webhook_delivery_redeliver,
+    webhook_endpoint_delete,
+    webhook_endpoint_enable,
+    webhook_endpoint_register,
+    webhook_endpoint_update,
+    webhook_events_clean,
+    webhook_secret_rotate,
+    webhook_test_send,
+)
 from notifications.webhooks.targets import check_url
 from sitekit.errors import WebhookUrlRefusedError
 
@@ -49,7 +64,7 @@ class WebhookAttemptInline(admin.TabularInline):
     model = WebhookAttempt
     extra = 0
     can_delete = False
-    fields = ("number", "started_at", "finished_at", "status_code", "error", "duration_ms")
+    fields = ("number", "started_at", "finished_at", "status_code", "error", "duration_ms", "response")
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -73,22 +88,60 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
         return [] if obj is None else ["tenant", "created_at"]
 
     def save_model(self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool) -> None:
+        actor = request.user.get_username()
         if change:
-            obj.save(update_fields=["url", "events", "include_arguments", "enabled", "description"])
+            current = WebhookEndpoint.objects.select_related("tenant").get(pk=obj.pk)
+            current = webhook_endpoint_update(
+                endpoint=current,
+                actor=actor,
+                url=obj.url,
+                events=obj.events or [],
+                include_arguments=obj.include_arguments,
+                description=obj.description,
+            )
+            webhook_endpoint_enable(endpoint=current, actor=actor, enabled=obj.enabled)
             return
         endpoint, secret = webhook_endpoint_register(
             tenant=obj.tenant,
             url=obj.url,
-            actor=request.user.get_username(),
+            actor=actor,
             events=obj.events or [],
             include_arguments=obj.include_arguments,
             description=obj.description,
+            enabled=obj.enabled,
         )
         obj.pk, obj.secret, obj.created_at = endpoint.pk, endpoint.secret, endpoint.created_at
         obj._state.adding = False
-        if not obj.enabled:
-            WebhookEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False)
         messages.warning(request, f"The new endpoint's signing secret, shown only this once: {secret}")
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Its deliveries go with the endpoint (the service deletes them): that nobody may
+        # delete one on its own must not keep the endpoint from being deleted.
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        webhook_endpoint_delete(endpoint=obj, actor=request.user.get_username())
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset.select_related("tenant"):
+            webhook_endpoint_delete(endpoint=endpoint, actor=request.user.get_username())
+
+    @admin.action(description="Rotate the signing secret (the old one signs on for the grace period)")
+    def rotate_secret(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset.select_related("tenant"):
+            endpoint, secret = webhook_secret_rotate(endpoint=endpoint, actor=request.user.get_username())
+            messages.warning(
+                request, f"Webhook {endpoint.pk}'s new signing secret, shown only this once: {secret}"
+            )
+
+    @admin.action(description="Send a test message")
+    def send_test(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset.select_related("tenant"):
+            delivery = webhook_test_send(endpoint=endpoint, actor=request.user.get_username())
+            messages.info(request, f"Test message {delivery.webhook_id} queued for webhook {endpoint.pk}.")
+
+    actions = ("rotate_secret", "send_test")
 
 
 @admin.register(WebhookDelivery)
@@ -107,6 +160,17 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     list_filter = ("status", "event_type", "tenant_id")
     search_fields = ("webhook_id", "tenant_id")
     inlines = (WebhookAttemptInline,)
+    actions = ("redeliver",)
+
+    @admin.action(description="Send again (finished messages, same id and body)")
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        for delivery in queryset.select_related("endpoint__tenant"):
+            try:
+                webhook_delivery_redeliver(delivery=delivery, actor=request.user.get_username())
+            except KeelgateError as exc:
+                messages.error(request, f"{delivery.webhook_id}: {exc.message}")
+            else:
+                messages.info(request, f"{delivery.webhook_id} queued again.")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -88,6 +88,8 @@ class Delivered:
     receipt: str = ""
     status_code: int | None = None
     duration_ms: int | None = None
+    response: str = ""
+    """The start of the far side's answer, kept in the attempt log (where there is one)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class Failed:
     error: str
     status_code: int | None = None
     duration_ms: int | None = None
+    response: str = ""
     stop: Literal["message", "recipient", "channel"] = "recipient"
 
 

@@ -91,6 +91,7 @@ def record(channel: Channel[D], claim: Claim[D], result: Result) -> None:
                     status_code=code,
                     error=error,
                     duration_ms=None if isinstance(result, Skipped) else result.duration_ms,
+                    response="" if isinstance(result, Skipped) else result.response,
                 )
         finished = {"finished_at": now, "lease_until": None, "lease_token": ""}
         if isinstance(result, Delivered):

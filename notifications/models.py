@@ -109,6 +109,8 @@ class Attempt(models.Model):
     status_code = models.IntegerField(null=True, blank=True)
     error = models.CharField(max_length=500, blank=True)
     duration_ms = models.IntegerField(null=True, blank=True)
+    response = models.TextField(blank=True)
+    """The start of what the far side answered (bounded by the channel), for a person to read."""
 
     class Meta:
         abstract = True
@@ -123,7 +125,11 @@ class WebhookEndpoint(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="webhook_endpoints")
     url = models.URLField(max_length=2000)
     secret = models.CharField(max_length=100)
-    """``whsec_<base64>``: shown once, when registered; the admin never lists it."""
+    """``whsec_<base64>``: shown once, when registered or rotated; the admin never lists it."""
+    previous_secret = models.CharField(max_length=100, blank=True)
+    """The secret before the last rotation: messages carry its signature too until
+    ``previous_secret_until``, so receivers can switch without losing one."""
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
     events = models.JSONField(default=list, blank=True)
     """Event types this receiver wants; empty means all of them."""
     include_arguments = models.BooleanField(default=False)

@@ -16,7 +16,8 @@ API's 422) is a 400 on the console: ``templates/base.html`` lets htmx swap 400 a
 Every console view that catches an error words it through :func:`refusal_or_raise`: the
 inbox's cards (``approvals.views``), the flash back on a run's page after cancel or resume
 (``sitekit.pages.flash_refusal``), and the start form, which puts the words on the field
-the error is about (``runs.forms.StartForm.refused``).
+the error is about (``runs.forms.StartForm.refused``), as the webhooks page's register form
+does (``notifications.views``).
 
 Not found and forbidden are answered by the page (``console_page``: 404, 403), never
 on a card, so a guessed URL learns nothing; their entries word them in a bulk
@@ -53,6 +54,8 @@ from sitekit.errors import (
     NotFoundError,
     NotResumableError,
     UnknownAgentError,
+    WebhookDeliveryUnfinishedError,
+    WebhookUrlRefusedError,
 )
 
 __all__ = ["WORDING", "Level", "Refusal", "Wording", "refusal", "refusal_line", "refusal_or_raise"]
@@ -143,6 +146,12 @@ WORDING: dict[type[KeelgateError], Wording] = {
     ),
     RunExistsError: Wording(
         "This form already started another run: check it and submit again.", level="warning", keep=True
+    ),
+    # The webhooks page's: the register form puts the first on its URL field.
+    WebhookUrlRefusedError: Wording("That URL is refused: {detail}.", keep=True, unnamed="not allowed"),
+    WebhookDeliveryUnfinishedError: Wording(
+        "Not sent again: the message is still due or being sent. Redeliver it once it has finished.",
+        level="warning",
     ),
     ApprovalError: Wording(),  # not waiting for a decision any more: the card goes
     RunError: Wording(),  # e.g. not reconcilable: the item is no longer one

@@ -26,6 +26,7 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     ├── AuditRetiredError              audit_retired [410]  below the log's retention cut
     ├── RetirementRefusedError         audit_retirement_refused [409]  nothing was deleted
     ├── WebhookUrlRefusedError         webhook_url_refused [422]
+    ├── WebhookDeliveryUnfinishedError webhook_delivery_unfinished [409]  still due or being sent
     ├── BulkNotAllowedError            bulk_not_allowed [409]
     ├── NotAnUnknownOutcomeError       not_an_unknown_outcome [409]  the call's outcome is known
     ├── keelgate.errors.ConfigurationError
@@ -65,6 +66,7 @@ __all__ = [
     "RetirementRefusedError",
     "TenantRequiredError",
     "UnknownAgentError",
+    "WebhookDeliveryUnfinishedError",
     "WebhookUrlRefusedError",
 ]
 
@@ -232,6 +234,14 @@ class WebhookUrlRefusedError(KeelgateError):
     code = "webhook_url_refused"
     message = "That webhook URL is refused."
     http_status = 422
+
+
+class WebhookDeliveryUnfinishedError(KeelgateError):
+    """Only a finished delivery is sent again: a due one goes anyway, one being sent may still succeed."""
+
+    code = "webhook_delivery_unfinished"
+    message = "This message is still due or being sent: redeliver it once it has finished."
+    http_status = 409
 
 
 class BulkNotAllowedError(KeelgateError):

@@ -13,7 +13,8 @@ from django import template
 
 from approvals.selectors import inbox_counts
 from keelgate.errors import message_for
-from tenants.selectors import tenant_ids
+from tenants.models import Role
+from tenants.selectors import memberships, tenant_ids
 
 register = template.Library()
 
@@ -73,6 +74,15 @@ def nav_counts(context: template.Context) -> dict[str, int]:
     if request is None or not request.user.is_authenticated:
         return {"approvals": 0, "unknown": 0}
     return inbox_counts(tenant_ids=tenant_ids(request))
+
+
+@register.simple_tag(takes_context=True)
+def admin_somewhere(context: template.Context) -> bool:
+    """True if the user is an admin of any tenant: the admin's pages are linked only then."""
+    request = context.get("request")
+    if request is None or not request.user.is_authenticated:
+        return False
+    return any(m.allows(Role.ADMIN) for m in memberships(request).values())
 
 
 @register.simple_tag

@@ -4,7 +4,10 @@ One concept per module, each using only those listed after it (import-linter che
 
 - ``channel``: :class:`WebhookChannel`: which events, to which endpoints, each a signed POST
   with a fixed id and body (``deliver_due`` is one pass of it).
-- ``services``: register an endpoint (its secret shown once, its cursor at the chain's head).
+- ``services``: what an admin does to an endpoint (register, change, rotate its secret,
+  disable, delete, test, redeliver), each audited; a secret is shown once.
+- ``messages``: one message's id and body, and its POST signed with the current secret
+  (and the previous one during a rotation's grace).
 - ``selectors``: reads, for payloads (a call's arguments) and for the console page.
 - ``events``: which audit events become which webhook events, and what they say.
 - ``transport``: one POST to a vetted address within a hard deadline.

@@ -7,7 +7,8 @@ audit event that maps to a webhook event the endpoint wants becomes a
 passes at once record it once. Its id (``msg_<tenant>_<seq>``, :func:`message_id`) and
 body (:func:`webhook_payload`) are fixed when it is recorded: every retry, in any
 process, sends the same id and bytes, and a receiver that deduplicates on
-``webhook-id`` sees each event once.
+``webhook-id`` sees each event once. How one message is made, signed and sent is
+:mod:`notifications.webhooks.messages`.
 
 Each delivery is its own message, claimed just before it is sent, so a request that
 outlives the lease is the only one another sender may take over. An endpoint's
@@ -20,30 +21,17 @@ attempt ``n``; when the schedule runs out it is marked failed and stays visible.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
-from django.urls import reverse
 
 from notifications.channel import ChannelDefaults, Delivered, Failed, Feed, Result, Routed, Subscription
 from notifications.models import WebhookDelivery, WebhookEndpoint
-from notifications.webhooks.events import AUDIT_KINDS, WebhookEvent, webhook_event
-from notifications.webhooks.selectors import action_arguments
-from notifications.webhooks.signing import signed_headers
-from notifications.webhooks.targets import check_url
-from notifications.webhooks.transport import Response, post
+from notifications.webhooks.events import AUDIT_KINDS, webhook_event
+from notifications.webhooks.messages import delivery_send, message_id, timeout_seconds, webhook_payload
 from sitekit import metrics
-from sitekit.errors import WebhookUrlRefusedError
-
-
-def timeout_seconds() -> float:
-    """How long one request may take in all."""
-    return float(getattr(settings, "KEELGATE_WEBHOOK_TIMEOUT_SECONDS", 10.0))
 
 
 def retry_schedule() -> list[float]:
@@ -103,9 +91,10 @@ class WebhookChannel(ChannelDefaults[WebhookDelivery]):
         """POST the delivery, signed now, to its endpoint; a refused address is a failed attempt."""
         (delivery,) = deliveries
         response = delivery_send(delivery)
+        code, took, said = response.status, response.duration_ms, response.body
         if response.ok:
-            return Delivered(status_code=response.status, duration_ms=response.duration_ms)
-        return Failed(response.error, status_code=response.status, duration_ms=response.duration_ms)
+            return Delivered(status_code=code, duration_ms=took, response=said)
+        return Failed(response.error, status_code=code, duration_ms=took, response=said)
 
     def lease(self) -> timedelta:
         """``KEELGATE_WEBHOOK_LEASE_SECONDS``, never shorter than a request may take."""
@@ -120,47 +109,3 @@ class WebhookChannel(ChannelDefaults[WebhookDelivery]):
     def counted(self, outcome: str) -> None:
         """``keelgate_webhook_attempts_total`` by result: delivered, retry or failed."""
         metrics.WEBHOOK_ATTEMPTS.labels(outcome).inc()
-
-
-# -- one message: its id and body, and its POST --------------------------------------
-
-
-def message_id(tenant_id: str, seq: int) -> str:
-    """The Standard Webhooks message id of one audit event: the same on every retry."""
-    return f"msg_{tenant_id}_{seq}"
-
-
-def console_url(tenant_id: str, run_id: str | None) -> str:
-    """The run's page in the console (the inbox if the event names no run)."""
-    base = str(getattr(settings, "KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")).rstrip("/")
-    path = reverse("run", args=[tenant_id, run_id]) if run_id else reverse("inbox")
-    return base + path
-
-
-def webhook_payload(endpoint: WebhookEndpoint, seq: int, at: str, event: WebhookEvent) -> str:
-    """The JSON body of one message: ``type``, ``timestamp`` and ``data`` (Standard Webhooks)."""
-    tenant_id = endpoint.tenant.slug
-    data: dict[str, Any] = {
-        "tenant": tenant_id,
-        **event.data,
-        "console_url": console_url(tenant_id, event.run_id),
-        "audit_seq": seq,
-    }
-    if endpoint.include_arguments and event.run_id and event.action_id:
-        data["arguments"] = action_arguments(tenant_id, event.run_id, event.action_id)
-        new_action_id = event.data.get("new_action_id")
-        if isinstance(new_action_id, str):
-            data["edited_arguments"] = action_arguments(tenant_id, event.run_id, new_action_id)
-    return json.dumps({"type": event.type, "timestamp": at, "data": data}, separators=(",", ":"))
-
-
-def delivery_send(delivery: WebhookDelivery) -> Response:
-    """POST the delivery, signed now, to its endpoint; the address is checked first (SSRF)."""
-    started = time.monotonic()
-    try:
-        target, addresses = check_url(delivery.endpoint.url)
-    except WebhookUrlRefusedError as exc:
-        return Response(None, f"refused: {exc.detail}", int((time.monotonic() - started) * 1000))
-    body = delivery.payload.encode()
-    headers = signed_headers(delivery.endpoint.secret, delivery.webhook_id, int(time.time()), body)
-    return post(target, addresses[0], body, headers, timeout_seconds())

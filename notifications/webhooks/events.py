@@ -3,7 +3,7 @@
 The audit chain records everything; a receiver wants to hear when something waits for
 a person or has settled. Each mapped event names its tenant, run, action and tool and
 links to the run's console page. It never carries the call's arguments: the payload
-builder (:func:`notifications.webhooks.channel.webhook_payload`) adds them only for an endpoint whose
+builder (:func:`notifications.webhooks.messages.webhook_payload`) adds them only for an endpoint whose
 tenant opted in.
 
 =====================  =============================================================
@@ -38,6 +38,9 @@ EVENT_TYPES = (
     "run.finished",
 )
 """Every type a webhook may carry; an endpoint's filter names some of these (none: all)."""
+
+TEST_EVENT_TYPE = "webhook.test"
+"""What an admin's test message is: sent whatever the endpoint's filter, never drawn from the chain."""
 
 AUDIT_KINDS = frozenset(
     {

@@ -44,6 +44,12 @@ class EndpointSummary:
     url: str
     counts: dict[str, int]
 
+    @property
+    def url_parts(self) -> list[str]:
+        """The URL cut after each ``/``: the page offers a line break there, never inside a word."""
+        parts = self.url.split("/")
+        return [part + "/" for part in parts[:-1]] + [parts[-1]]
+
 
 @dataclass(frozen=True)
 class TenantWebhooks:
@@ -54,8 +60,13 @@ class TenantWebhooks:
     deliveries: list[WebhookDelivery]
 
 
-def webhooks_overview(tenant_ids: Iterable[str], *, limit: int = RECENT_DELIVERIES) -> list[TenantWebhooks]:
-    """For each of the caller's tenants (and no other): endpoints, counts, recent deliveries."""
+def webhooks_overview(
+    tenant_ids: Iterable[str], *, limit: int = RECENT_DELIVERIES, status: str = "", event_type: str = ""
+) -> list[TenantWebhooks]:
+    """For each of the caller's tenants (and no other): endpoints, counts, recent deliveries.
+
+    ``status`` and ``event_type``, when given, keep only the deliveries in that state or of that type.
+    """
     ids = sorted(set(tenant_ids))
     by_status = {
         status: Count("deliveries", filter=Q(deliveries__status=status)) for status in DeliveryStatus.values
@@ -73,11 +84,33 @@ def webhooks_overview(tenant_ids: Iterable[str], *, limit: int = RECENT_DELIVERI
     attempts = Prefetch("attempt_log", queryset=WebhookAttempt.objects.order_by("number"))
     overview = []
     for tenant_id in ids:
+        rows = WebhookDelivery.objects.filter(tenant_id=tenant_id, endpoint__tenant__slug=tenant_id)
+        if status:
+            rows = rows.filter(status=status)
+        if event_type:
+            rows = rows.filter(event_type=event_type)
         deliveries = list(
-            WebhookDelivery.objects.filter(tenant_id=tenant_id, endpoint__tenant__slug=tenant_id)
-            .select_related("endpoint")
-            .prefetch_related(attempts)
-            .order_by("-created_at", "-id")[:limit]
+            rows.select_related("endpoint").prefetch_related(attempts).order_by("-created_at", "-id")[:limit]
         )
         overview.append(TenantWebhooks(tenant_id, summaries[tenant_id], deliveries))
     return overview
+
+
+def webhook_endpoint_in(tenant_ids: Iterable[str], pk: int) -> WebhookEndpoint | None:
+    """Endpoint ``pk`` if it belongs to one of ``tenant_ids``; None for any other (absent or not theirs)."""
+    return (
+        WebhookEndpoint.objects.select_related("tenant")
+        .filter(pk=pk, tenant__slug__in=list(tenant_ids))
+        .first()
+    )
+
+
+def webhook_delivery_in(tenant_ids: Iterable[str], pk: int) -> WebhookDelivery | None:
+    """Delivery ``pk`` with its attempts, if its endpoint belongs to one of ``tenant_ids``; else None."""
+    attempts = Prefetch("attempt_log", queryset=WebhookAttempt.objects.order_by("number"))
+    return (
+        WebhookDelivery.objects.select_related("endpoint__tenant")
+        .prefetch_related(attempts)
+        .filter(pk=pk, endpoint__tenant__slug__in=list(tenant_ids))
+        .first()
+    )

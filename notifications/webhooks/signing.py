@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
@@ -29,11 +30,15 @@ def signature(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode("ascii")
 
 
-def signed_headers(secret: str, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
-    """The headers of one attempt: the id stays the same across retries, the timestamp is now."""
+def signed_headers(keys: Sequence[str], msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The headers of one attempt: the id stays the same across retries, the timestamp is now.
+
+    One signature per secret in ``keys``, space-separated, as the specification allows
+    while a secret is rotated: a receiver holding either one verifies the message.
+    """
     return {
         "content-type": "application/json",
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": signature(secret, msg_id, timestamp, body),
+        "webhook-signature": " ".join(signature(key, msg_id, timestamp, body) for key in keys),
     }

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from notifications.webhooks.targets import IPAddress, Target
 
 MAX_RESPONSE_BYTES = 4096
-"""The receiver's answer is read this far (only its status matters) and then dropped."""
+"""The receiver's answer is read this far and no further (a receiver cannot make us read a gigabyte)."""
+RESPONSE_SHOWN = 1000
+"""Characters of the answer's body kept with the attempt, for an admin to read in the console."""
 USER_AGENT = "Keelgate-Webhooks/1"
 
 
@@ -32,6 +34,8 @@ class Response:
     status: int | None
     error: str
     duration_ms: int
+    body: str = ""
+    """The start of the receiver's answer (:data:`RESPONSE_SHOWN` characters), undecodable bytes replaced."""
 
     @property
     def ok(self) -> bool:
@@ -83,18 +87,20 @@ def post(
     try:
         conn.request("POST", target.path, body=body, headers={"user-agent": USER_AGENT, **headers})
         response = conn.getresponse()
-        response.read(MAX_RESPONSE_BYTES)
+        answer = response.read(MAX_RESPONSE_BYTES)
         status: int | None = response.status
         error = ""
+        said = answer.decode("utf-8", errors="replace")[:RESPONSE_SHOWN]
     except (OSError, http.client.HTTPException, ValueError) as exc:
-        status = None
+        status, said = None, ""
         # The deadline timer and the socket's own timeout (the same length) race: either is the deadline.
         deadline = timed_out.is_set() or isinstance(exc, socket.timeout | TimeoutError)
         error = f"timed out after {timeout:g}s" if deadline else _describe(exc)
     finally:
         timer.cancel()
         conn.close()
-    return Response(status=status, error=error, duration_ms=int((time.monotonic() - started) * 1000))
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return Response(status=status, error=error, duration_ms=duration_ms, body=said)
 
 
 def _describe(exc: BaseException) -> str:

@@ -173,6 +173,8 @@ def server(
             "KEELGATE_VAR_DIR": str(home),
             "KEELGATE_PAPER_BROKERAGE": str(home / "brokerage.sqlite3"),
             "KEELGATE_LOG_LEVEL": "WARNING",
+            # The webhook tests' receivers listen on this host: the SSRF guard lets loopback alone through.
+            "KEELGATE_WEBHOOK_ALLOWED_NETWORKS": "127.0.0.0/8",
             "PYTHONUNBUFFERED": "1",
         }
     )

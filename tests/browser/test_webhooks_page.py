@@ -48,8 +48,8 @@ def test_a_failed_delivery_is_visible_readable_and_fits_a_phone(server: Server, 
     manage(server, "keelgate_notify", "--once", "-v", "0")
 
     for scheme in ("light", "dark"):
-        bob = log_in(contexts(color_scheme=scheme), server, "bob")
-        page = bob.page
+        alice = log_in(contexts(color_scheme=scheme), server, "alice")
+        page = alice.page
         page.get_by_role("link", name="Webhooks").click()
         page.wait_for_url(f"{server.url}/webhooks/")
         expect(page.locator(".webhook-endpoints")).to_contain_text("pager")
@@ -57,12 +57,13 @@ def test_a_failed_delivery_is_visible_readable_and_fits_a_phone(server: Server, 
         expect(page.locator(".webhook-deliveries")).to_contain_text("connection refused")
         body = page.content()
         assert "token=hidden" not in body and secret not in body
+        assert url.partition("?")[0] in body.replace("<wbr>", "")
         for selector in (".webhook-deliveries .status-pending", ".webhook-deliveries td .error"):
             ratio = contrast(page, selector)
             assert ratio >= 4.5, f"{selector} in {scheme}: {ratio:.2f}:1"
-        bob.assert_clean()
+        alice.assert_clean()
 
-    phone = log_in(contexts(viewport=PHONE, is_mobile=True, has_touch=True), server, "bob")
+    phone = log_in(contexts(viewport=PHONE, is_mobile=True, has_touch=True), server, "alice")
     phone.page.goto(f"{server.url}/webhooks/")
     expect(phone.page.locator(".webhook-deliveries")).to_contain_text("connection refused")
     wide, window = page_width(phone.page)

@@ -134,6 +134,30 @@ BODIES: dict[str, dict[str, Any]] = {
         "include_arguments": False,
         "from_seq": 3,
     },
+    "webhook.updated": {
+        "endpoint_id": 1,
+        "host": "hooks.example.com",
+        "changed": ["description", "events"],
+        "events": ["run.finished"],
+        "include_arguments": False,
+    },
+    "webhook.secret_rotated": {
+        "endpoint_id": 1,
+        "host": "hooks.example.com",
+        "grace_seconds": 86400,
+        "previous_valid_until": "2026-01-02T09:00:00+00:00",
+    },
+    "webhook.disabled": {"endpoint_id": 1, "host": "hooks.example.com"},
+    "webhook.enabled": {"endpoint_id": 1, "host": "hooks.example.com"},
+    "webhook.deleted": {"endpoint_id": 1, "host": f"hooks.example.com{HOSTILE}", "deliveries": 3},
+    "webhook.test_sent": {"endpoint_id": 1, "host": "hooks.example.com"},
+    "webhook.redelivered": {
+        "endpoint_id": 1,
+        "host": "hooks.example.com",
+        "message_id": "msg_t1_7",
+        "event_type": "run.finished",
+        "attempts": 2,
+    },
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
     "audit.retired": {
         "from_seq": 1,
@@ -149,6 +173,11 @@ BODIES: dict[str, dict[str, Any]] = {
 WORDS = {
     "auth.locked_out": "Login of bob locked out from 203.0.113.9.",
     "webhook.registered": "Webhook to hooks.example.com registered for approval.requested.",
+    "webhook.secret_rotated": (
+        "Signing secret of webhook #1 to hooks.example.com rotated; the old one also signs until"
+        " 2026-01-02T09:00:00+00:00."
+    ),
+    "webhook.redelivered": "Webhook message msg_t1_7 (run.finished) to hooks.example.com sent again.",
     "approval.decided": (
         "place_order approved (1 of 2): sell 150 ACME, high impact confirmed via API key 12 from 10.0.0.4."
     ),

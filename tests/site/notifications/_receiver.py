@@ -32,6 +32,8 @@ class Received:
     answered: int | None = None
     """The status sent back; None if the receiver never answered (it hung or was cut off)."""
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    """The request's bytes as they came (to verify again with another secret)."""
 
 
 Policy = Callable[["Receiver", int, Received], int | None]
@@ -74,6 +76,8 @@ class Receiver:
     def __init__(self, secret: str = "", policy: Policy | None = None) -> None:
         self.secret = secret
         self.policy = policy or always(200)
+        self.answer = b"ok"
+        """The body of every answer."""
         self.requests: list[Received] = []
         self.lock = threading.Lock()
         self.blocked = threading.Event()
@@ -146,6 +150,7 @@ class Receiver:
                     verified=verified,
                     payload=payload,
                     headers=headers,
+                    body=body,
                 )
                 with receiver.lock:
                     receiver.requests.append(request)
@@ -159,9 +164,9 @@ class Receiver:
                     request.answered = status
                 try:
                     self.send_response(status)
-                    self.send_header("content-length", "2")
+                    self.send_header("content-length", str(len(receiver.answer)))
                     self.end_headers()
-                    self.wfile.write(b"ok")
+                    self.wfile.write(receiver.answer)
                 except OSError:  # the sender gave up (timeout) or died: nothing was taken in
                     with receiver.lock:
                         request.answered = None

@@ -60,7 +60,7 @@ def test_the_page_shows_attempts_status_codes_and_failures_of_my_tenant_only(ope
     assert page.status_code == 200
     html = page.content.decode()
     assert "msg_t1_" in html and "HTTP 500" in html and "HTTP 200" in html and "delivered" in html
-    assert receiver.url.partition("?")[0] in html and "q-secret" not in html
+    assert receiver.url.partition("?")[0] in html.replace("<wbr>", "") and "q-secret" not in html
     assert secret not in html
     assert XSS not in html and "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
     for leak in ("t2-only-path", "eve-private-hook", "msg_t2_", "eve-secret-error", their_secret):
@@ -68,7 +68,7 @@ def test_the_page_shows_attempts_status_codes_and_failures_of_my_tenant_only(ope
     assert page.headers["Content-Security-Policy"].startswith("default-src 'self'")
 
     theirs_page = login(eve).get("/webhooks/").content.decode()
-    assert "t2-only-path" in theirs_page and "connection refused" in theirs_page
+    assert "t2-only-path" in theirs_page.replace("<wbr>", "") and "connection refused" in theirs_page
     assert "msg_t1_" not in theirs_page and "ops " not in theirs_page
 
 

@@ -23,8 +23,8 @@ import pytest
 from audit.models import AuditEvent
 from audit.wiring import audit_log
 from notifications.models import DeliveryStatus, WebhookAttempt, WebhookDelivery
-from notifications.webhooks.channel import message_id
 from notifications.webhooks.events import webhook_event
+from notifications.webhooks.messages import message_id
 from notifications.webhooks.services import webhook_endpoint_register
 from tenants.models import Tenant
 from tests.site.notifications._receiver import always, block_first, fail_every_other

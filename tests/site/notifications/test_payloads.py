@@ -40,7 +40,7 @@ def test_signing_matches_the_standard_webhooks_library():
     body = b'{"type":"x","timestamp":"2026-01-01T00:00:00+00:00","data":{}}'
     import time
 
-    headers = signed_headers(secret, "msg_t1_5", int(time.time()), body)
+    headers = signed_headers([secret], "msg_t1_5", int(time.time()), body)
     assert Webhook(secret).verify(body, headers)["type"] == "x"
     with pytest.raises(WebhookVerificationError):
         Webhook(secret).verify(body.replace(b'"x"', b'"y"'), headers)
@@ -229,7 +229,7 @@ def test_the_documented_run_finished_payload_is_what_the_builder_sends():
     from pathlib import Path
 
     from notifications.models import WebhookEndpoint
-    from notifications.webhooks.channel import webhook_payload
+    from notifications.webhooks.messages import webhook_payload
 
     text = (Path(__file__).resolve().parents[3] / "docs/how-to/notifications.md").read_text()
     documented = json.loads(text.split("```json\n", 1)[1].split("```", 1)[0])
