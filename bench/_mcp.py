@@ -199,15 +199,15 @@ class Site:
         *,
         database_url: str = "",
         wait_seconds: float = 4,
-        lease_seconds: float = 2,
-        poll_seconds: float = 0.05,
+        lease_seconds: float | None = 2,
+        poll_seconds: float | None = 0.05,
+        label: str = "site",
     ) -> None:
         self.root = root
         self.env = site_env(
             root,
             database_url,
             KEELGATE_MCP_WAIT_SECONDS=str(wait_seconds),
-            KEELGATE_MCP_TOOLS_SECONDS="3600",
         )
         (root / "policy.toml").write_text(POLICY)
         script = _SETUP.format(tenant=TENANT, url=upstream.url, policy=root / "policy.toml")
@@ -237,17 +237,13 @@ class Site:
             fd,
             "keelgate_site.asgi:application",
         ]
-        self.web = Child("web", web_argv, self.env, root / "web.log", pass_fds=(self.sock.fileno(),))
-        worker_argv = [
-            sys.executable,
-            "manage.py",
-            "keelgate_worker",
-            "--lease-seconds",
-            str(lease_seconds),
-            "--poll-seconds",
-            str(poll_seconds),
-        ]
-        self.worker = Child("worker", worker_argv, self.env, root / "worker.log")
+        self.web = Child("web", web_argv, self.env, root / f"{label}-web.log", pass_fds=(self.sock.fileno(),))
+        worker_argv = [sys.executable, "manage.py", "keelgate_worker"]
+        if lease_seconds is not None:
+            worker_argv += ["--lease-seconds", str(lease_seconds)]
+        if poll_seconds is not None:
+            worker_argv += ["--poll-seconds", str(poll_seconds)]
+        self.worker = Child("worker", worker_argv, self.env, root / f"{label}-worker.log")
 
     @property
     def url(self) -> str:

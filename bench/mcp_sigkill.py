@@ -191,9 +191,9 @@ async def measure_async(
 ) -> dict[str, dict[str, Any]]:
     """``kills`` SIGKILLed calls per system; per system the counts above and the clean call's ms."""
     rng = random.Random(seed)
-    durations = {}
-    for system in only:
-        runs = [await clean_duration(systems, system, f"clean-{system}-{kill}-{seed}-{i}") for i in range(3)]
+    durations = {s: 0.0 for s in only}  # after_effect kills need no clean duration
+    for system in only if kill == "random" else ():
+        runs = [await clean_duration(systems, system, f"clean-{system}-{seed}-{i}") for i in range(3)]
         durations[system] = statistics.median(runs)
     stats = {s: _empty() for s in only}
     attempt = 0
