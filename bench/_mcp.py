@@ -12,7 +12,7 @@ in its ledger):
   Its database is set up in one ``manage.py shell`` (one Django start, not one per command):
   tenant ``bench``, operator ``agent`` (reconciler: calls tools and settles unknown
   outcomes) and its API key, upstream ``u`` by URL with ``send`` a WRITE (no approval, its
-  key in the ``key`` argument) and ``lookup`` a READ.
+  key in the ``key`` argument) and ``lookup`` a READ, and any others the caller names.
 
 Every process is a child this module starts, kills by its own pid and restarts, as a
 supervisor (systemd's ``Restart=always``) would.
@@ -57,7 +57,8 @@ call_command("keelgate_tenant", "{tenant}")
 call_command("keelgate_operator", "agent", tenant="{tenant}", role="reconciler", password="pw-bench-123456")
 out = io.StringIO()
 call_command("create_api_key", tenant="{tenant}", user="agent", stdout=out)
-call_command("keelgate_mcp_upstream", tenant="{tenant}", name="u", url="{url}", policy="{policy}")
+for options in {upstreams!r}:
+    call_command("keelgate_mcp_upstream", tenant="{tenant}", **options)
 print("KEY=" + out.getvalue().strip().splitlines()[-1])
 """
 
@@ -202,7 +203,9 @@ class Site:
         lease_seconds: float | None = 2,
         poll_seconds: float | None = 0.05,
         label: str = "site",
+        more_upstreams: dict[str, tuple[str, str]] | None = None,
     ) -> None:
+        """``more_upstreams``: name -> (a stdio command, its policy's TOML), beside ``u``."""
         self.root = root
         self.env = site_env(
             root,
@@ -210,7 +213,11 @@ class Site:
             KEELGATE_MCP_WAIT_SECONDS=str(wait_seconds),
         )
         (root / "policy.toml").write_text(POLICY)
-        script = _SETUP.format(tenant=TENANT, url=upstream.url, policy=root / "policy.toml")
+        upstreams = [{"name": "u", "url": upstream.url, "policy": str(root / "policy.toml")}]
+        for name, (command, policy) in (more_upstreams or {}).items():
+            (root / f"{name}.toml").write_text(policy)
+            upstreams.append({"name": name, "command": command, "policy": str(root / f"{name}.toml")})
+        script = _SETUP.format(tenant=TENANT, upstreams=upstreams)
         done = subprocess.run(
             [sys.executable, "manage.py", "shell", "-c", script],
             cwd=REPO,
