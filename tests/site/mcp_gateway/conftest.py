@@ -1,3 +1,18 @@
-"""The console's people (t1: op, viewer, bob, rita; t2: eve) for the in-process MCP gateway tests."""
+"""The console's people (t1: op, viewer, bob, rita; t2: eve) for the in-process MCP gateway tests,
+and ``live``: one live gateway per database for the whole session (``_live.live_gateway``).
+
+Its setup (a database, a ``keelgate_serve``) takes a while, so every module that asks for
+``live`` shares it; a test keeps to arguments of its own and never stops its processes
+(the SIGKILL tests start their own, ``bench/_mcp.py``).
+"""
+
+import pytest
 
 from tests.site.console.conftest import people  # noqa: F401  (a fixture, used by name)
+from tests.site.mcp_gateway._live import live_gateway
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def live(request, tmp_path_factory):
+    with live_gateway(tmp_path_factory.mktemp(f"mcp-{request.param}"), request.param) as gateway:
+        yield gateway
