@@ -11,6 +11,7 @@ forwarded call's end, the run's end). Prints the median of each phase, in ms.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -89,7 +90,7 @@ def main() -> None:
             if kind not in kinds_seen:
                 kinds_seen.append(kind)
         marks.append(("answered", answered))
-        for (a, ta), (b, tb) in zip(marks, marks[1:], strict=False):
+        for (a, ta), (b, tb) in itertools.pairwise(marks):
             phases.setdefault(f"{a} -> {b}", []).append((tb - ta) * 1e3)
         phases.setdefault("total", []).append((answered - sent) * 1e3)
     progress(f"worker poll {poll} s, {n} calls; events of a run: {', '.join(kinds_seen)}")
