@@ -138,6 +138,15 @@ def _admin(statement: str) -> None:
         conn.execute(statement)
 
 
+def this_pass() -> str:
+    """The database of this pass of the suite: ``postgresql`` when ``DATABASE_URL`` names one.
+
+    ``make test`` runs tests/site once on SQLite and once on PostgreSQL; a live server
+    follows the pass, so each pass starts one, not two.
+    """
+    return "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
+
+
 @contextmanager
 def database(kind: str) -> Iterator[dict[str, str]]:
     """The environment for a scratch database of ``kind`` (a PostgreSQL one dropped after)."""

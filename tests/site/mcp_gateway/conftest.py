@@ -1,5 +1,6 @@
 """The console's people (t1: op, viewer, bob, rita; t2: eve) for the in-process MCP gateway tests,
-and ``live``: one live gateway per database for the whole session (``_live.live_gateway``).
+and ``live``: one live gateway for the whole session (``_live.live_gateway``), on the
+database of this pass of the suite (``_live.this_pass``).
 
 Its setup (a database, a ``keelgate_serve``) takes a while, so every module that asks for
 ``live`` shares it; a test keeps to arguments of its own and never stops its processes
@@ -9,10 +10,10 @@ Its setup (a database, a ``keelgate_serve``) takes a while, so every module that
 import pytest
 
 from tests.site.console.conftest import people  # noqa: F401  (a fixture, used by name)
-from tests.site.mcp_gateway._live import live_gateway
+from tests.site.mcp_gateway._live import live_gateway, this_pass
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="session", params=[this_pass()])
 def live(request, tmp_path_factory):
     with live_gateway(tmp_path_factory.mktemp(f"mcp-{request.param}"), request.param) as gateway:
         yield gateway

@@ -1,8 +1,9 @@
 """The gateway at /mcp/ end to end: the official client, a live keelgate_serve, a counting upstream.
 
-One server per database (SQLite, PostgreSQL) serves every test of the session that asks for
-``live`` (conftest.py); each test uses arguments of its own, so the ledgers tell its
-executions apart.
+One server (on the database of this pass of the suite: SQLite, or PostgreSQL when
+``DATABASE_URL`` names it) serves every test of the session that asks for ``live``
+(conftest.py); each test uses arguments of its own, so the ledgers tell its executions
+apart.
 """
 
 from __future__ import annotations

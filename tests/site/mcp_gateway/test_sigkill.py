@@ -1,9 +1,10 @@
 """SIGKILLs of the gateway's processes during WRITE calls: no duplicate execution downstream.
 
-Benchmark 11's harness (``bench/mcp_sigkill.py``) at a small fixed size, on SQLite and
-PostgreSQL: the official client calls a counting upstream's ``send`` straight, through a
-plain SDK proxy and through Keelgate's ``/mcp/`` (its own Daphne and worker), re-issuing a
-broken call as a new request with a new id, as MCP's 2026-07-28 revision says.
+Benchmark 11's harness (``bench/mcp_sigkill.py``) at a small fixed size, on the database
+of this pass of the suite (SQLite, or PostgreSQL when ``DATABASE_URL`` names it): the
+official client calls a counting upstream's ``send`` straight, through a plain SDK proxy
+and through Keelgate's ``/mcp/`` (its own Daphne and worker), re-issuing a broken call as
+a new request with a new id, as MCP's 2026-07-28 revision says.
 
 First the deterministic window: each kill lands right after the upstream wrote its ledger
 line and before it answered. Straight and through the proxy every such kill breaks the
@@ -19,12 +20,12 @@ from __future__ import annotations
 import pytest
 
 from bench.mcp_sigkill import measure, running
-from tests.site.mcp_gateway._live import database
+from tests.site.mcp_gateway._live import database, this_pass
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="module", params=[this_pass()])
 def systems(request, tmp_path_factory):
     with (
         database(request.param) as db,
