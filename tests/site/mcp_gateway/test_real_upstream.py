@@ -1,11 +1,11 @@
 """A real MCP server from PyPI behind the gateway: the reference git server (``mcp-server-git``).
 
 Registered as a stdio upstream (``python -m mcp_server_git -r REPO``) of a live site
-(``bench/_mcp.py``: Daphne and a worker), its tools offered as ``git__*`` with its own
-schemas. Its ``git_commit`` is a WRITE: forwarded once by the worker, and the same call
-re-issued from a new session (a new request id) returns the first commit's answer as a
-replay: the repository has one new commit, not an error for a second commit with nothing
-staged.
+(``bench/_mcp.py``: Daphne and a worker, on the database of this pass of the suite), its
+tools offered as ``git__*`` with its own schemas. Its ``git_commit`` is a WRITE:
+forwarded once by the worker, and the same call re-issued from a new session (a new
+request id) returns the first commit's answer as a replay: the repository has one new
+commit, not an error for a second commit with nothing staged.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import mcp_server_git  # noqa: F401  (the dev extra installs it: missing, the mo
 import pytest
 
 from bench._mcp import Site, Upstream, client
+from tests.site.mcp_gateway._live import database, this_pass
 
 pytestmark = pytest.mark.slow
 
@@ -52,12 +53,22 @@ def repo_site(tmp_path_factory):
     upstream = Upstream(root)
     upstream.start()
     command = f"{sys.executable} -m mcp_server_git -r {repo}"
-    site = Site(root, upstream, wait_seconds=60, more_upstreams={"git": (command, POLICY)})
+    site = None
     try:
-        site.start()
-        yield repo, site
+        with database(this_pass()) as db:
+            site = Site(
+                root,
+                upstream,
+                database_url=db.get("DATABASE_URL", ""),
+                wait_seconds=60,
+                more_upstreams={"git": (command, POLICY)},
+            )
+            site.start()
+            yield repo, site
+            site.stop()
     finally:
-        site.stop()
+        if site is not None:
+            site.stop()
         upstream.child.stop()
 
 
