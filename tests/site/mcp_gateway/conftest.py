@@ -3,8 +3,10 @@ and ``live``: one live gateway for the whole session (``_live.live_gateway``), o
 database of this pass of the suite (``_live.this_pass``).
 
 Its setup (a database, a ``keelgate_serve``) takes a while, so every module that asks for
-``live`` shares it; a test keeps to arguments of its own and never stops its processes
-(the SIGKILL tests start their own, ``bench/_mcp.py``).
+``live`` shares it, and marks itself ``pytest.mark.xdist_group("mcp_live")`` so that
+``make test`` (``--dist loadgroup``) runs them all on one xdist worker, which starts it
+once. A test keeps to arguments of its own and never stops its processes (the SIGKILL
+tests start their own, ``bench/_mcp.py``).
 """
 
 import pytest

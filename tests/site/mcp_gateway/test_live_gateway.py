@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from keelgate.contrib.mcp import IDEMPOTENCY_KEY_META, REPLAYED_META, RUN_ID_META
 from tests.site.mcp_gateway._live import Live, mcp_session
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_live")]
 
 
 def _text(result) -> str:
