@@ -6,8 +6,10 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 JOBS ?= 2
-# Both cores: each xdist worker is its own process with its own test database.
-PARALLEL := -n $(JOBS) --durations=25
+# Both cores: each xdist worker is its own process with its own test database. loadgroup
+# spreads tests as load does, but keeps an xdist_group's tests on one worker (the MCP
+# gateway's live server is set up once a pass, not once a worker).
+PARALLEL := -n $(JOBS) --dist loadgroup --durations=25
 
 .PHONY: run demo test check lint clean docs
 
@@ -53,7 +55,7 @@ test: $(VENV)/.installed-dev
 
 # The inner loop: lint, then the engine and the site on SQLite (no browser, no PostgreSQL).
 check: lint
-	$(BIN)/python -m pytest -n $(JOBS) -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -q $(PYTEST_ARGS)
 
 # ruff, mypy (strict, django-stubs) on the engine and the apps, and the layering contracts.
 lint: $(VENV)/.installed-dev

@@ -36,6 +36,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "8": ("bench.inbox_page", "inbox page at 10,000 pending approvals, PostgreSQL"),
     "9": ("bench.graph_sigkill", "a LangGraph graph under SIGKILL: ToolNode against GatedToolNode"),
     "10": ("bench.audit_review", "the audit review page at 1,000,000 events, PostgreSQL"),
+    "11": ("bench.mcp_sigkill", "MCP WRITE calls under SIGKILL: straight, a plain SDK proxy, the gateway"),
+    "12": ("bench.mcp_cost", "the MCP gateway's added cost: READ against a proxy, WRITE against the step"),
 }
 
 

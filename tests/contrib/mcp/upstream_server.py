@@ -6,7 +6,9 @@ HTTP), so a test counts executions, not answers. With PORT it serves Streamable 
 ``http://127.0.0.1:PORT/mcp``, else stdio. ``send`` is the
 WRITE (its policy names ``key`` as the idempotency argument); ``lookup`` is the READ;
 ``crash``, ``hang`` and ``garbage`` misbehave as their names say. Its annotations lie on
-purpose: ``send`` claims to be read-only.
+purpose: ``send`` claims to be read-only. ``UPSTREAM_SEND_SECONDS`` (default 0) makes ``send``
+take that long, half before its ledger line and half after, as a real API's round trip
+would: the window in which a kill loses the answer of a call that took effect.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mcp.server.stdio import stdio_server
 
 LEDGER = sys.argv[1]
 PORT = int(sys.argv[2]) if len(sys.argv) > 2 else None
+SEND_SECONDS = float(os.environ.get("UPSTREAM_SEND_SECONDS") or 0)
 
 TOOLS = [
     types.Tool(
@@ -70,6 +73,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     arguments = dict(params.arguments or {})
     request = getattr(ctx, "request", None)
+    if params.name == "send" and SEND_SECONDS:
+        await anyio.sleep(SEND_SECONDS / 2)
     record(params.name, arguments, request.headers.get("idempotency-key") if request is not None else None)
     if params.name == "lookup":
         text = f"sunny in {arguments.get('city')}"
@@ -77,6 +82,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "send":
         with open(LEDGER, encoding="utf-8") as ledger:
             sent = sum(1 for line in ledger if '"send"' in line)
+        if SEND_SECONDS:
+            await anyio.sleep(SEND_SECONDS / 2)
         return types.CallToolResult(
             content=[types.TextContent(text=f"sent #{sent} to {arguments['to']}")],
             structured_content={"message_id": f"m-{sent}", "key": arguments.get("key")},

@@ -103,11 +103,48 @@ def _manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+_MANY = """
+import io, json, sys
+from django.core.management import call_command
+outputs = []
+for argv in json.loads(sys.stdin.read()):
+    out = io.StringIO()
+    call_command(*argv, stdout=out)
+    outputs.append(out.getvalue())
+print(json.dumps(outputs))
+"""
+
+
+def _manage_many(env: dict[str, str], *commands: list[str]) -> list[str]:
+    """Each command's output, all run in one ``manage.py shell`` (one Django start, not one each)."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", _MANY],
+        cwd=ROOT,
+        env=env,
+        input=json.dumps(commands),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outputs: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return outputs
+
+
 def _admin(statement: str) -> None:
     import psycopg
 
     with psycopg.connect(PG_URL, autocommit=True, connect_timeout=3) as conn:
         conn.execute(statement)
+
+
+def this_pass() -> str:
+    """The database of this pass of the suite: ``postgresql`` when ``DATABASE_URL`` names one.
+
+    ``make test`` runs tests/site once on SQLite and once on PostgreSQL; a live server
+    follows the pass, so each pass starts one, not two.
+    """
+    return "postgresql" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "sqlite"
 
 
 @contextmanager
@@ -136,61 +173,78 @@ def live_gateway(tmp_path: Path, kind: str) -> Iterator[Live]:
     """Set up tenants, people, keys and upstreams, then serve until the block ends."""
     with database(kind) as db:
         env = serve_env(tmp_path, KEELGATE_MCP_WAIT_SECONDS="4", KEELGATE_API_KEY_CACHE_SECONDS="0", **db)
-        _manage(env, "migrate", "--verbosity", "0")
-        for tenant in ("acme", "other"):
-            _manage(env, "keelgate_tenant", tenant)
         people = {
             "alice": ("acme", "approver"),
             "bob": ("acme", "approver"),
             "vera": ("acme", "viewer"),
             "carol": ("other", "approver"),
         }
-        keys = {}
-        for user, (tenant, role) in people.items():
-            _manage(
-                env,
-                "keelgate_operator",
-                user,
-                "--tenant",
-                tenant,
-                "--role",
-                role,
-                "--password",
-                "pw-123456789",
-            )
-            keys[user] = (
-                _manage(env, "create_api_key", "--tenant", tenant, "--user", user).strip().splitlines()[-1]
-            )
         ledgers = {name: tmp_path / f"{name}.ledger" for name in ("u", "gated", "secret", "web")}
         (tmp_path / "u.toml").write_text(POLICY_U)
         (tmp_path / "gated.toml").write_text(POLICY_GATED)
         (tmp_path / "web.toml").write_text(POLICY_WEB)
         web_port = free_port()
         web = subprocess.Popen([sys.executable, str(UPSTREAM), str(ledgers["web"]), str(web_port)])
-        _manage(
-            env,
-            "keelgate_mcp_upstream",
-            "--tenant",
-            "acme",
-            "--name",
-            "web",
-            "--url",
-            f"http://127.0.0.1:{web_port}/mcp",
-            "--policy",
-            str(tmp_path / "web.toml"),
-        )
-        for tenant, name, policy in (
-            ("acme", "u", "u.toml"),
-            ("acme", "gated", "gated.toml"),
-            ("other", "secret", None),
-        ):
-            command = f"{sys.executable} {UPSTREAM} {ledgers[name]}"
-            extra = ["--policy", str(tmp_path / policy)] if policy else []
-            _manage(
-                env, "keelgate_mcp_upstream", "--tenant", tenant, "--name", name, "--command", command, *extra
-            )
-        log = (tmp_path / "serve.log").open("wb")
         try:
+            commands = [
+                ["migrate", "--verbosity", "0"],
+                ["keelgate_tenant", "acme"],
+                ["keelgate_tenant", "other"],
+            ]
+            for user, (tenant, role) in people.items():
+                commands.append(
+                    [
+                        "keelgate_operator",
+                        user,
+                        "--tenant",
+                        tenant,
+                        "--role",
+                        role,
+                        "--password",
+                        "pw-123456789",
+                    ]
+                )
+            commands.append(
+                [
+                    "keelgate_mcp_upstream",
+                    "--tenant",
+                    "acme",
+                    "--name",
+                    "web",
+                    "--url",
+                    f"http://127.0.0.1:{web_port}/mcp",
+                    "--policy",
+                    str(tmp_path / "web.toml"),
+                ]
+            )
+            for tenant, name, policy in (
+                ("acme", "u", "u.toml"),
+                ("acme", "gated", "gated.toml"),
+                ("other", "secret", None),
+            ):
+                command = f"{sys.executable} {UPSTREAM} {ledgers[name]}"
+                extra = ["--policy", str(tmp_path / policy)] if policy else []
+                commands.append(
+                    [
+                        "keelgate_mcp_upstream",
+                        "--tenant",
+                        tenant,
+                        "--name",
+                        name,
+                        "--command",
+                        command,
+                        *extra,
+                    ]
+                )
+            key_commands = [
+                ["create_api_key", "--tenant", tenant, "--user", user] for user, (tenant, _) in people.items()
+            ]
+            outputs = _manage_many(env, *commands, *key_commands)
+            keys = {
+                user: output.strip().splitlines()[-1]
+                for user, output in zip(people, outputs[len(commands) :], strict=True)
+            }
+            log = (tmp_path / "serve.log").open("wb")
             with keelgate_serve(env, "--password", "pw-demo-123456", stdout=log, stderr=log) as (_, port):
                 yield Live(port=port, keys=keys, ledgers=ledgers, env=env)
         finally:

@@ -1,7 +1,9 @@
 """The gateway at /mcp/ end to end: the official client, a live keelgate_serve, a counting upstream.
 
-One server per database (SQLite, PostgreSQL) serves every test of this module; each test
-uses arguments of its own, so the ledgers tell its executions apart.
+One server (on the database of this pass of the suite: SQLite, or PostgreSQL when
+``DATABASE_URL`` names it) serves every test of the session that asks for ``live``
+(conftest.py); each test uses arguments of its own, so the ledgers tell its executions
+apart.
 """
 
 from __future__ import annotations
@@ -15,15 +17,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from keelgate.contrib.mcp import IDEMPOTENCY_KEY_META, REPLAYED_META, RUN_ID_META
-from tests.site.mcp_gateway._live import Live, live_gateway, mcp_session
+from tests.site.mcp_gateway._live import Live, mcp_session
 
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def live(request, tmp_path_factory):
-    with live_gateway(tmp_path_factory.mktemp(f"mcp-{request.param}"), request.param) as gateway:
-        yield gateway
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_live")]
 
 
 def _text(result) -> str:
