@@ -342,7 +342,7 @@ KEELGATE_MCP_WAIT_SECONDS = float(os.environ.get("KEELGATE_MCP_WAIT_SECONDS", "6
 answers that a person must decide and that calling again with the same arguments returns the outcome."""
 KEELGATE_MCP_TOOLS_SECONDS = float(os.environ.get("KEELGATE_MCP_TOOLS_SECONDS", "30"))
 """How long a web process reuses an upstream's tool list before it lists the upstream's tools again."""
-KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "5"))
+KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "1"))
 """A verified API key is remembered per process this long (0: off): a revoked key works at most this long."""
 KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))
 """Failed API authentications per client address per window; past it, 429 ``auth_rate_limited``."""

@@ -77,9 +77,9 @@ def keys(operator, t2) -> Keys:
     User = get_user_model()
     t1 = Tenant.objects.get(slug="t1")
     return Keys(
-        t1=api_key_create(tenant=t1, user=operator, name="op")[1],
-        t2=api_key_create(tenant=t2, user=User.objects.get(username="other"), name="other")[1],
-        viewer=api_key_create(tenant=t1, user=User.objects.get(username="viewer"), name="viewer")[1],
+        t1=api_key_create(by="tester", tenant=t1, user=operator, name="op")[1],
+        t2=api_key_create(by="tester", tenant=t2, user=User.objects.get(username="other"), name="other")[1],
+        viewer=api_key_create(by="tester", tenant=t1, user=User.objects.get(username="viewer"), name="viewer")[1],
     )
 
 

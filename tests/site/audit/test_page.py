@@ -89,7 +89,7 @@ def test_a_locked_out_login_does_not_break_the_page_of_any_tenant_of_the_user(op
 def test_the_api_lists_every_kind_with_its_body(operator):
     """GET /api/v1/audit/events: 200, each kind once, bodies as written; filtering by each kind works."""
     append_every_kind("t1")
-    _, key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=operator, name="audit")
+    _, key = api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=operator, name="audit")
     api = Client(headers={"Authorization": f"Bearer {key}"})
     response = api.get("/api/v1/audit/events", {"limit": 500})
     assert response.status_code == 200

@@ -44,7 +44,7 @@ def counts(operator, n: int) -> tuple[list[int], list[int], list[int]]:
     write_log("t1", [spec(seq) for seq in range(1, n + 1)])
     client = Client()
     client.force_login(operator)
-    _, key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=operator, name=f"q{n}")
+    _, key = api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=operator, name=f"q{n}")
     api = Client(headers={"Authorization": f"Bearer {key}"})
     pages, shown, calls = [], [], []
     for url in URLS:
