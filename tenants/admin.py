@@ -63,7 +63,9 @@ class MembershipAdmin(admin.ModelAdmin):
             if change:
                 member_set_role(tenant=obj.tenant, user=obj.user, role=obj.role, by=by)
             else:
-                saved, _ = member_add(tenant=obj.tenant, username=obj.user.get_username(), role=obj.role, by=by)
+                saved, _ = member_add(
+                    tenant=obj.tenant, username=obj.user.get_username(), role=obj.role, by=by
+                )
                 obj.pk = saved.pk
                 obj._state.adding = False
         except KeelgateError as exc:

@@ -13,7 +13,7 @@ from django import template
 
 from approvals.selectors import inbox_counts
 from keelgate.errors import message_for
-from tenants.selectors import tenant_ids
+from tenants.selectors import admin_tenant_ids, tenant_ids
 
 register = template.Library()
 
@@ -79,3 +79,10 @@ def nav_counts(context: template.Context) -> dict[str, int]:
 def query_with(view: Any, **changes: Any) -> str:
     """The view's query string with ``changes`` applied (None removes a key); escaped by the template."""
     return str(view.query(**{k: (str(v) if v is not None else None) for k, v in changes.items()}))
+
+
+@register.simple_tag(takes_context=True)
+def admin_anywhere(context: template.Context) -> bool:
+    """True if the user is an admin of any tenant: the People and API keys links show."""
+    request = context.get("request")
+    return request is not None and request.user.is_authenticated and bool(admin_tenant_ids(request))

@@ -79,7 +79,9 @@ def keys(operator, t2) -> Keys:
     return Keys(
         t1=api_key_create(by="tester", tenant=t1, user=operator, name="op")[1],
         t2=api_key_create(by="tester", tenant=t2, user=User.objects.get(username="other"), name="other")[1],
-        viewer=api_key_create(by="tester", tenant=t1, user=User.objects.get(username="viewer"), name="viewer")[1],
+        viewer=api_key_create(
+            by="tester", tenant=t1, user=User.objects.get(username="viewer"), name="viewer"
+        )[1],
     )
 
 
