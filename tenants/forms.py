@@ -1,22 +1,15 @@
-"""The People and API keys pages' forms, and the invitation's: they read and check input only."""
+"""The People and API keys pages' forms, and the invitation's: the shape of the input only
+(the services check usernames and passwords, for every entry point)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib.auth import get_user_model
 
 from tenants.models import Role
 
 ROLE_CHOICES = Role.choices
-
-
-def _username_field(**kwargs: Any) -> forms.CharField:
-    """The user model's own username field (letters, digits and @.+-_, 150 at most)."""
-    field = get_user_model()._meta.get_field("username").formfield(**kwargs)
-    assert isinstance(field, forms.CharField)
-    return field
 
 
 class AddPersonForm(forms.Form):
@@ -26,10 +19,6 @@ class AddPersonForm(forms.Form):
     role = forms.ChoiceField(choices=ROLE_CHOICES)
     email = forms.EmailField(required=False)
     password = forms.CharField(required=False, max_length=128, strip=False)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["username"] = _username_field(max_length=150)
 
 
 class InviteForm(forms.Form):
@@ -58,10 +47,6 @@ class AcceptInvitationForm(forms.Form):
     username = forms.CharField(max_length=150)
     password1 = forms.CharField(max_length=128, strip=False)
     password2 = forms.CharField(max_length=128, strip=False)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["username"] = _username_field(max_length=150)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -78,13 +78,17 @@ def member_add(
     """Make ``username`` a member of ``tenant`` with ``role``; the membership and whether the
     user was created.
 
-    A missing user is created (with ``password``, checked by the site's password
+    A username the user model refuses is Django's ValidationError. A missing user is
+    created (with ``password``, checked by the site's password
     validators, or none: they cannot log in until one is set). A deactivated membership
     comes back with the new role; an active one is AlreadyAMemberError (change the
     role instead). ``by`` is the actor of the ``member.added`` event.
     """
     Role(role)
     User = get_user_model()
+    # The model field's own validators (letters, digits and @.+-_, 150 at most), as the
+    # admin's forms apply them: a username is never markup or a blank.
+    username = User._meta.get_field("username").clean(username, None)
     with transaction.atomic():
         _lock_tenant(tenant)
         user = User.objects.filter(username=username).first()
@@ -246,7 +250,7 @@ def invitation_accept(*, token: str, username: str, password: str) -> Any:
     Single use: the invitation's row is locked and marked used in the same transaction,
     so a second use (or two at once) is InvitationInvalidError, as is an expired link.
     A username already taken is AlreadyAMemberError; a weak password, Django's
-    ValidationError from the site's password validators.
+    ValidationError from the site's password validators or the username's.
     """
     User = get_user_model()
     with transaction.atomic():
@@ -254,6 +258,7 @@ def invitation_accept(*, token: str, username: str, password: str) -> Any:
         invitation = Invitation.objects.select_for_update().get(pk=found.pk)
         if invitation.accepted_at is not None:
             raise InvitationInvalidError()
+        username = User._meta.get_field("username").clean(username, None)
         if User.objects.filter(username=username).exists():
             raise AlreadyAMemberError(username)
         user = User(username=username, email=invitation.email)

@@ -253,7 +253,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
         except AlreadyAMemberError:
             form.add_error("username", "That username is taken: choose another.")
         except ValidationError as exc:
-            form.add_error("password1", exc)
+            form.add_error(None, exc)  # the password's validators, or the username's
         else:
             messages.success(request, f"Welcome to {found.tenant.slug}: log in with your new password.")
             return redirect("login")
