@@ -118,7 +118,10 @@ def test_an_admin_adds_changes_and_deactivates_with_events_in_their_name(people)
     assert [(t, a) for t, a, _ in kinds("member.role_changed")] == [("t1", "op")]
     assert [(t, a) for t, a, _ in kinds("member.deactivated")] == [("t1", "op")]
     refused = client.post("/people/t1/add/", {"username": "bad name!", "role": "viewer"}, follow=True)
-    assert "Enter a valid username" in flashes(refused) and not User.objects.filter(username="bad name!").exists()
+    assert (
+        "Enter a valid username" in flashes(refused)
+        and not User.objects.filter(username="bad name!").exists()
+    )
     weak = client.post(
         "/people/t1/add/", {"username": "weak", "role": "viewer", "password": "1"}, follow=True
     )
