@@ -48,8 +48,8 @@ __all__ = [
     "member_signed_in",
 ]
 
-INVITATION_LIFETIME = timedelta(days=3)
-"""How long an invitation link works (``KEELGATE_INVITATION_HOURS`` overrides it)."""
+INVITATION_LIFETIME = timedelta(hours=72)
+"""How long an invitation link works where ``KEELGATE_INVITATION_HOURS`` is not set."""
 
 
 def _lock_tenant(tenant: Tenant) -> None:
