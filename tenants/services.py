@@ -183,9 +183,10 @@ def invitation_create(*, tenant: Tenant, email: str, role: str, by: str) -> tupl
     """Invite ``email`` to ``tenant`` as ``role``: email them a link that works once, until it
     expires (``member.invited``); the invitation and the link.
 
-    An address that already belongs to a user is AlreadyAMemberError's sibling case: add
-    that person by username instead (a link that sets the password of an existing account
-    would be a password reset by another name).
+    An address that already belongs to a user is AlreadyAMemberError: add that person by
+    username instead (a link that sets the password of an existing account would be a
+    password reset by another name). A message the mail server does not take raises its
+    OSError, and nothing is recorded.
     """
     Role(role)
     email = get_user_model().objects.normalize_email(email.strip())
@@ -212,18 +213,20 @@ def invitation_create(*, tenant: Tenant, email: str, role: str, by: str) -> tupl
                 "expires_at": invitation.expires_at.isoformat(),
             },
         )
-    base = str(getattr(settings, "KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")).rstrip("/")
-    link = f"{base}/invite/{quote(token)}/"
-    send_mail(
-        subject=f"You are invited to Keelgate ({tenant.slug})",
-        message=(
-            f"{by} invites you to the tenant {tenant.slug} of Keelgate as {role}.\n\n"
-            f"Choose your username and password here (the link works once, until"
-            f" {_when(invitation.expires_at)}):\n\n{link}\n"
-        ),
-        from_email=None,
-        recipient_list=[email],
-    )
+        # Sent inside the transaction: a message that cannot be sent (the mail server
+        # refuses, or is down: OSError) leaves no invitation and no event behind.
+        base = str(getattr(settings, "KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")).rstrip("/")
+        link = f"{base}/invite/{quote(token)}/"
+        send_mail(
+            subject=f"You are invited to Keelgate ({tenant.slug})",
+            message=(
+                f"{by} invites you to the tenant {tenant.slug} of Keelgate as {role}.\n\n"
+                f"Choose your username and password here (the link works once, until"
+                f" {_when(invitation.expires_at)}):\n\n{link}\n"
+            ),
+            from_email=None,
+            recipient_list=[email],
+        )
     return invitation, link
 
 

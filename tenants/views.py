@@ -15,7 +15,7 @@ from django.contrib.auth import views as auth_views
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from keelgate.errors import KeelgateError
 from sitekit.errors import AlreadyAMemberError, ForbiddenError, InvitationInvalidError, NotFoundError
@@ -151,6 +151,11 @@ def person_invite(request: HttpRequest, tenant_id: str) -> HttpResponse:
     except KeelgateError as exc:
         _refused(request, exc)
         return redirect("people")
+    except OSError:  # smtplib's errors included: the mail server is down or refused it
+        messages.error(
+            request, "The invitation email could not be sent, so nothing was recorded: try again later."
+        )
+        return redirect("people")
     messages.success(request, f"Invitation sent to {invitation.email}; the link works once.")
     return redirect("people")
 
@@ -235,6 +240,7 @@ def api_key_revoke_view(request: HttpRequest, tenant_id: str, key_id: int) -> Ht
 # -- an invitation's link (no login) ---------------------------------------------------------
 
 
+@require_http_methods(["GET", "POST"])
 @hardened
 def invitation(request: HttpRequest, token: str) -> HttpResponse:
     """The invitation's page: choose a username and password, then log in. Works once."""

@@ -256,3 +256,18 @@ def test_a_change_nobody_audits_is_refused(transactional_db):
             record("t1", actor="x", kind="member.added", body={})
     finally:
         identity_changed.connect(on_identity_changed, dispatch_uid="audit.identity")
+
+
+def test_an_invitation_the_mail_server_refuses_leaves_nothing(t1, settings):
+    """With the mail server down (a port nobody listens on) the OSError reaches the caller and
+    neither an invitation nor a ``member.invited`` event is left."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", dead, 5
+    with pytest.raises(OSError):
+        invitation_create(tenant=t1, email="down@example.com", role=Role.VIEWER, by="op")
+    assert not Invitation.objects.exists() and not events("member.invited")
