@@ -21,7 +21,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from sitekit.errors import NotAMemberError
-from tenants.changes import API_KEY_CREATED, API_KEY_REVOKED, record
+from tenants.changes import record
 from tenants.models import ApiKey, Membership, Tenant
 
 __all__ = [
@@ -78,7 +78,7 @@ def api_key_create(*, tenant: Tenant, user: Any, by: str, name: str = "") -> tup
         key = ApiKey.objects.create(
             tenant=tenant, user=user, name=name, prefix=prefix, hashed=_digest(secret)
         )
-        record(tenant.slug, actor=by, kind=API_KEY_CREATED, body=_described(key))
+        record(tenant.slug, actor=by, kind="api_key.created", body=_described(key))
     return key, f"kg_{prefix}_{secret}"
 
 
@@ -115,7 +115,7 @@ def api_key_revoke(*, key: ApiKey, by: str) -> ApiKey:
     with transaction.atomic():
         revoked = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         if revoked:
-            record(key.tenant.slug, actor=by, kind=API_KEY_REVOKED, body=_described(key))
+            record(key.tenant.slug, actor=by, kind="api_key.revoked", body=_described(key))
     api_key_revoked.send(sender=ApiKey, key=key)
     key.refresh_from_db()
     return key

@@ -26,15 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from sitekit.errors import AlreadyAMemberError, InvitationInvalidError, LastAdminError, NotAMemberError
-from tenants.changes import (
-    MEMBER_ADDED,
-    MEMBER_DEACTIVATED,
-    MEMBER_INVITED,
-    MEMBER_JOINED,
-    MEMBER_ROLE_CHANGED,
-    SIGNED_IN,
-    record,
-)
+from tenants.changes import record
 from tenants.models import Invitation, Membership, Role, Tenant
 
 __all__ = [
@@ -113,7 +105,7 @@ def member_add(
         record(
             tenant.slug,
             actor=by,
-            kind=MEMBER_ADDED,
+            kind="member.added",
             body={"username": username, "role": role, "created_user": created, "reactivated": reactivated},
         )
     return membership, created
@@ -141,7 +133,7 @@ def member_set_role(*, tenant: Tenant, user: Any, role: str, by: str) -> Members
         record(
             tenant.slug,
             actor=by,
-            kind=MEMBER_ROLE_CHANGED,
+            kind="member.role_changed",
             body={"username": user.get_username(), "old_role": old, "role": role},
         )
     return membership
@@ -164,7 +156,7 @@ def member_deactivate(*, tenant: Tenant, user: Any, by: str) -> Membership:
         record(
             tenant.slug,
             actor=by,
-            kind=MEMBER_DEACTIVATED,
+            kind="member.deactivated",
             body={"username": user.get_username(), "role": membership.role},
         )
     return membership
@@ -205,7 +197,7 @@ def invitation_create(*, tenant: Tenant, email: str, role: str, by: str) -> tupl
         record(
             tenant.slug,
             actor=by,
-            kind=MEMBER_INVITED,
+            kind="member.invited",
             body={
                 "invitation_id": invitation.pk,
                 "email": email,
@@ -276,7 +268,7 @@ def invitation_accept(*, token: str, username: str, password: str) -> Any:
         record(
             tenant.slug,
             actor=username,
-            kind=MEMBER_JOINED,
+            kind="member.joined",
             body={
                 "invitation_id": invitation.pk,
                 "username": username,
@@ -296,5 +288,5 @@ def member_signed_in(*, user: Any, address: str | None) -> list[str]:
     body = {"username": user.get_username(), "address": address or "unknown"}
     with transaction.atomic():
         for tenant_id in tenants:
-            record(tenant_id, actor=user.get_username(), kind=SIGNED_IN, body=body)
+            record(tenant_id, actor=user.get_username(), kind="auth.signed_in", body=body)
     return tenants

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, ChainHead
-from tenants.models import ApiKey, Tenant
+from tenants.models import Tenant
+from tests.site._keys import key_row
 
 from .review_log import spec, write_log
 
@@ -41,27 +39,12 @@ API = [
 ]
 
 
-def _key_row(operator, n: int) -> str:
-    """A key of t1 written as a bare row: ``api_key_create`` would append ``api_key.created`` to
-    a log whose events ``write_log`` numbered with made-up hashes and no tree to extend."""
-    secret = secrets.token_urlsafe(32)
-    prefix = f"{n:012x}"
-    ApiKey.objects.create(
-        tenant=Tenant.objects.get(slug="t1"),
-        user=operator,
-        name=f"q{n}",
-        prefix=prefix,
-        hashed=hashlib.sha256(secret.encode()).hexdigest(),
-    )
-    return f"kg_{prefix}_{secret}"
-
-
 def counts(operator, n: int) -> tuple[list[int], list[int], list[int]]:
     """Queries of each page and API call over a log of ``n`` events, and how many rows each showed."""
     write_log("t1", [spec(seq) for seq in range(1, n + 1)])
     client = Client()
     client.force_login(operator)
-    key = _key_row(operator, n)
+    key = key_row(tenant=Tenant.objects.get(slug="t1"), user=operator, name=f"q{n}")
     api = Client(headers={"Authorization": f"Bearer {key}"})
     pages, shown, calls = [], [], []
     for url in URLS:
