@@ -43,7 +43,8 @@ def _lock_with_role_sql() -> str:
     role = (
         f"(SELECT m.{qn('role')} FROM {qn(Membership._meta.db_table)} m"
         f" JOIN {qn(Tenant._meta.db_table)} t ON t.{qn('id')} = m.{qn('tenant_id')}"
-        f" WHERE m.{qn('user_id')} = %s AND t.{qn('slug')} = %s LIMIT 1)"
+        f" WHERE m.{qn('user_id')} = %s AND t.{qn('slug')} = %s"
+        f" AND m.{qn('deactivated_at')} IS NULL LIMIT 1)"
     )
     return (
         f"SELECT {select_columns(Approval)}, {role} FROM {table}"

@@ -47,6 +47,7 @@ from sitekit.console_errors import Level, refusal_line, refusal_or_raise
 from sitekit.errors import NotFoundError
 from sitekit.pages import console_page, flash_refusal
 from tenants.auditing import decision_context
+from tenants.models import Role
 from tenants.selectors import memberships, tenant_ids
 
 
@@ -80,6 +81,8 @@ def inbox(request: HttpRequest) -> HttpResponse:
             "since_json": json.dumps(since, sort_keys=True),
             "socket_query": view.query(),
             "has_tenants": bool(ids),
+            # A viewer decides nothing: no bulk bar (each card already hides its own buttons).
+            "can_decide": any(m.allows(Role.APPROVER) for m in by_tenant.values()),
             "recent": recently_decided(tenant_ids=ids),
             "live_items": True,
             "page_size": PAGE_SIZE,

@@ -340,6 +340,80 @@ _KINDS = (
         },
     ),
     EventKind(
+        "member.added",
+        ("tenants.services",),
+        "An admin (or a command) made a person a member of the tenant with a role.",
+        {
+            "username": "The member.",
+            "role": "Their role in the tenant.",
+            "created_user": "The person had no account: it was created.",
+            "reactivated": "They had been a member before: their deactivated membership came back.",
+        },
+    ),
+    EventKind(
+        "member.invited",
+        ("tenants.services",),
+        "An admin emailed an invitation to join the tenant (a single-use link; never the link).",
+        {
+            "invitation_id": "The invitation.",
+            "email": "The address invited.",
+            "role": "The role the invitation gives.",
+            "expires_at": "When the link stops working (ISO 8601).",
+        },
+    ),
+    EventKind(
+        "member.joined",
+        ("tenants.services",),
+        "A person used an invitation: their account was created and they joined (the actor).",
+        {
+            "invitation_id": "The invitation used.",
+            "username": "The new member's username.",
+            "role": "Their role.",
+            "invited_by": "Who sent the invitation.",
+        },
+    ),
+    EventKind(
+        "member.role_changed",
+        ("tenants.services",),
+        "An admin (or a command) changed a member's role.",
+        {"username": "The member.", "old_role": "The role before.", "role": "The role now."},
+    ),
+    EventKind(
+        "member.deactivated",
+        ("tenants.services",),
+        "An admin (or a command) ended a membership: the person sees nothing of the tenant, and their"
+        " keys of it stop working.",
+        {"username": "The former member.", "role": "The role they held."},
+    ),
+    EventKind(
+        "api_key.created",
+        ("tenants.api_keys",),
+        "An admin (or a command) created an API key acting as a member (never its secret).",
+        {
+            "key_id": "The key's id.",
+            "prefix": "The key's public prefix (``kg_<prefix>_…``).",
+            "name": "Its label.",
+            "username": "The member it acts as.",
+        },
+    ),
+    EventKind(
+        "api_key.revoked",
+        ("tenants.api_keys",),
+        "An admin (or a command) revoked an API key: it answers 401 from now on.",
+        {
+            "key_id": "The key's id.",
+            "prefix": "The key's public prefix.",
+            "name": "Its label.",
+            "username": "The member it acted as.",
+        },
+    ),
+    EventKind(
+        "auth.signed_in",
+        ("tenants.services",),
+        "A member signed in to the console (written in each tenant they belong to).",
+        {"username": "The member's username.", "address": "The address they signed in from."},
+    ),
+    EventKind(
         "auth.locked_out",
         ("audit.lockouts",),
         "Too many wrong passwords locked a member's login out (the username and address).",

@@ -297,6 +297,17 @@ def _redelivered(b: _Body) -> str:
     return f"Webhook message {b.text('message_id')} ({b.text('event_type')}) to {b.text('host')} sent again."
 
 
+def _member_added(b: _Body) -> str:
+    how = " (account created)" if b.body.get("created_user") is True else ""
+    again = " again" if b.body.get("reactivated") is True else ""
+    return f"{b.text('username')} added{again} as {b.text('role')}{how}."
+
+
+def _key(b: _Body) -> str:
+    name = f" “{b.text('name')}”" if b.text("name", "") else ""
+    return f"API key kg_{b.text('prefix')}_…{name}, acting as {b.text('username')}"
+
+
 def _retired(b: _Body) -> str:
     age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
     digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
@@ -338,6 +349,20 @@ WORDS: dict[str, Callable[[_Body], str]] = {
         f"Test message sent to webhook #{b.text('endpoint_id')} at {b.text('host')}."
     ),
     "webhook.redelivered": _redelivered,
+    "member.added": _member_added,
+    "member.invited": lambda b: (
+        f"{b.text('email')} invited as {b.text('role')}; the link works once, until {b.when('expires_at')}."
+    ),
+    "member.joined": lambda b: (
+        f"{b.text('username')} joined as {b.text('role')} (invited by {b.text('invited_by')})."
+    ),
+    "member.role_changed": lambda b: (
+        f"{b.text('username')}'s role changed from {b.text('old_role')} to {b.text('role')}."
+    ),
+    "member.deactivated": lambda b: f"{b.text('username')} ({b.text('role')}) deactivated.",
+    "api_key.created": lambda b: f"{_key(b)}, created.",
+    "api_key.revoked": lambda b: f"{_key(b)}, revoked.",
+    "auth.signed_in": lambda b: f"{b.text('username')} signed in from {b.text('address')}.",
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
     "audit.retired": _retired,
 }

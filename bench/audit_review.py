@@ -105,7 +105,7 @@ def _api(username: str, tenant: str) -> Any:
     from tenants.models import Tenant
 
     user = _user(tenant, username)
-    _, key = api_key_create(tenant=Tenant.objects.get(slug=tenant), user=user, name="bench")
+    _, key = api_key_create(by="tester", tenant=Tenant.objects.get(slug=tenant), user=user, name="bench")
     return Client(HTTP_HOST="127.0.0.1", headers={"Authorization": f"Bearer {key}"})
 
 

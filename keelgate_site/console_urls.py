@@ -51,4 +51,17 @@ urlpatterns = [
     path(
         "webhooks/deliveries/<int:pk>/redeliver/", notifications.webhook_redeliver, name="webhook-redeliver"
     ),
+    path("people/", tenants.people, name="people"),
+    path("people/<slug:tenant_id>/add/", tenants.person_add, name="person-add"),
+    path("people/<slug:tenant_id>/invite/", tenants.person_invite, name="person-invite"),
+    path("people/<slug:tenant_id>/<int:user_id>/role/", tenants.person_role, name="person-role"),
+    path(
+        "people/<slug:tenant_id>/<int:user_id>/deactivate/",
+        tenants.person_deactivate,
+        name="person-deactivate",
+    ),
+    path("keys/", tenants.api_keys, name="api-keys"),
+    path("keys/<slug:tenant_id>/create/", tenants.api_key_create_view, name="api-key-create"),
+    path("keys/<slug:tenant_id>/<int:key_id>/revoke/", tenants.api_key_revoke_view, name="api-key-revoke"),
+    path("invite/<str:token>/", tenants.invitation, name="invitation"),
 ]

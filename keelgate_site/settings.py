@@ -352,8 +352,11 @@ KEELGATE_MCP_WAIT_SECONDS = float(os.environ.get("KEELGATE_MCP_WAIT_SECONDS", "6
 answers that a person must decide and that calling again with the same arguments returns the outcome."""
 KEELGATE_MCP_TOOLS_SECONDS = float(os.environ.get("KEELGATE_MCP_TOOLS_SECONDS", "30"))
 """How long a web process reuses an upstream's tool list before it lists the upstream's tools again."""
-KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "5"))
-"""A verified API key is remembered per process this long (0: off): a revoked key works at most this long."""
+KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "1"))
+"""A verified API key is remembered per process this long (0: off): a key revoked in another web process
+works there at most this long (docs/performance.md#api-key-cache says why one second)."""
+KEELGATE_INVITATION_HOURS = float(os.environ.get("KEELGATE_INVITATION_HOURS", "72"))
+"""How long the link of an email invitation to a tenant works (once), in hours."""
 KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))
 """Failed API authentications per client address per window; past it, 429 ``auth_rate_limited``."""
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

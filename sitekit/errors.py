@@ -29,6 +29,9 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     ├── WebhookDeliveryUnfinishedError webhook_delivery_unfinished [409]  still due or being sent
     ├── BulkNotAllowedError            bulk_not_allowed [409]
     ├── NotAnUnknownOutcomeError       not_an_unknown_outcome [409]  the call's outcome is known
+    ├── LastAdminError                 last_admin [409]  the tenant would be left without an admin
+    ├── AlreadyAMemberError            already_a_member [409]
+    ├── InvitationInvalidError         invitation_invalid [410]  used, expired or never made
     ├── keelgate.errors.ConfigurationError
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
@@ -43,6 +46,7 @@ from __future__ import annotations
 from keelgate.errors import AlreadyDecidedError, ConfigurationError, KeelgateError, RunError
 
 __all__ = [
+    "AlreadyAMemberError",
     "ApprovalWithdrawnError",
     "AuditRetiredError",
     "AuthRateLimitedError",
@@ -57,6 +61,8 @@ __all__ = [
     "IdempotencyKeyInProgressError",
     "IdempotencyKeyReusedError",
     "InvalidCursorError",
+    "InvitationInvalidError",
+    "LastAdminError",
     "NotAMemberError",
     "NotAnUnknownOutcomeError",
     "NotFoundError",
@@ -259,6 +265,30 @@ class NotAnUnknownOutcomeError(KeelgateError):
     code = "not_an_unknown_outcome"
     message = "This call's outcome is known: there is nothing to reconcile."
     http_status = 409
+
+
+class LastAdminError(KeelgateError):
+    """The change would leave the tenant with no active admin, so nobody could manage it."""
+
+    code = "last_admin"
+    message = "This is the tenant's last admin: make someone else admin first."
+    http_status = 409
+
+
+class AlreadyAMemberError(KeelgateError):
+    """The person is already an active member of the tenant: change their role instead."""
+
+    code = "already_a_member"
+    message = "That person is already a member of this tenant: change their role instead."
+    http_status = 409
+
+
+class InvitationInvalidError(KeelgateError):
+    """An invitation link that was used, has expired, or was never made (not told apart)."""
+
+    code = "invitation_invalid"
+    message = "This invitation link has been used or has expired: ask an admin for a new one."
+    http_status = 410
 
 
 class UnknownAgentError(ConfigurationError):

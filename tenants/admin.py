@@ -1,4 +1,10 @@
-"""Admin for tenants, memberships and API keys (a new key's secret is shown once, as a message)."""
+"""Admin for tenants, memberships and API keys (a new key's secret is shown once, as a message).
+
+Memberships and keys change through the same services as the console and the commands
+(:mod:`tenants.services`, :mod:`tenants.api_keys`), so each change is an audit event by
+the admin's username; deleting a membership here deactivates it. A tenant's page lists
+its members read-only: change them on the Memberships page (or the console's People page).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,24 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from keelgate.errors import KeelgateError
 from tenants.api_keys import api_key_create, api_key_revoke
 from tenants.models import ApiKey, Membership, Tenant
+from tenants.services import member_add, member_deactivate, member_set_role
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
-    autocomplete_fields = ("user",)
+    fields = ("user", "role")
+    readonly_fields = ("user", "role")
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(Tenant)
@@ -28,10 +44,42 @@ class TenantAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ("user", "tenant", "role")
+    list_display = ("user", "tenant", "role", "deactivated_at")
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant__slug")
     autocomplete_fields = ("user", "tenant")
+    readonly_fields = ("deactivated_at",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
+        return Membership.all_objects.select_related("user", "tenant")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Membership | None = None) -> list[str]:
+        # A membership is of one person in one tenant: only its role changes.
+        return ["deactivated_at"] if obj is None else ["user", "tenant", "deactivated_at"]
+
+    def save_model(self, request: HttpRequest, obj: Membership, form: Any, change: bool) -> None:
+        by = request.user.get_username()
+        try:
+            if change:
+                member_set_role(tenant=obj.tenant, user=obj.user, role=obj.role, by=by)
+            else:
+                saved, _ = member_add(
+                    tenant=obj.tenant, username=obj.user.get_username(), role=obj.role, by=by
+                )
+                obj.pk = saved.pk
+                obj._state.adding = False
+        except KeelgateError as exc:
+            messages.error(request, exc.message)
+
+    def delete_model(self, request: HttpRequest, obj: Membership) -> None:
+        try:
+            member_deactivate(tenant=obj.tenant, user=obj.user, by=request.user.get_username())
+        except KeelgateError as exc:
+            messages.error(request, exc.message)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        for membership in queryset.filter(deactivated_at__isnull=True):
+            self.delete_model(request, membership)
 
 
 class ApiKeyCreateForm(forms.ModelForm):
@@ -79,7 +127,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             obj.save(update_fields=["name"])
             return
-        key, secret = api_key_create(tenant=obj.tenant, user=obj.user, name=obj.name)
+        key, secret = api_key_create(
+            tenant=obj.tenant, user=obj.user, name=obj.name, by=request.user.get_username()
+        )
         obj.pk, obj.prefix, obj.hashed, obj.created_at = key.pk, key.prefix, key.hashed, key.created_at
         obj._state.adding = False
         messages.warning(request, f"The new API key, shown only this once: {secret}")
@@ -87,5 +137,5 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         for key in queryset:
-            api_key_revoke(key=key)
+            api_key_revoke(key=key, by=request.user.get_username())
         messages.success(request, f"Revoked {queryset.count()} key(s).")

@@ -6,14 +6,15 @@ tenant. A session user acts in the tenant named by the ``tenant`` query paramete
 in their only tenant when they belong to just one.
 
 A verified key is remembered in the process for ``KEELGATE_API_KEY_CACHE_SECONDS``
-(default 5; 0 turns it off), so a client's requests cost no database lookup for the
+(default 1; 0 turns it off), so a client's requests cost no database lookup for the
 key, a large share of ``GET /api/v1/runs``'s CPU (docs/performance.md#api-key-cache). The price, and the
-bound: a key revoked, a member removed or a user deactivated keeps authenticating in a
-process that has just seen the key for at most that long. Changes made through the ORM
-(``save``, ``delete``, ``api_key_revoke``) of a key, a membership or a user empty this
-process's cache at once. Every write service checks the caller's membership in the database itself
-(``tenants.access.require_role``), so a removed member's key can never write; only
-reads are inside the bound.
+bound: a key revoked, a member deactivated or a user deactivated in another process keeps
+authenticating here for at most that long, one second by default (the console says a
+revoked key stops working at once; ``tests/deploy`` checks it in both web processes).
+Changes made through the ORM (``save``, ``delete``, ``api_key_revoke``) of a key, a
+membership or a user empty this process's cache at once. Every write service checks the
+caller's membership in the database itself (``tenants.access.require_role``), so a removed
+member's key can never write; only reads are inside the bound.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ _clock = time.monotonic
 
 
 def _cache_seconds() -> float:
-    return float(getattr(settings, "KEELGATE_API_KEY_CACHE_SECONDS", 5))
+    return float(getattr(settings, "KEELGATE_API_KEY_CACHE_SECONDS", 1))
 
 
 def verify_key(token: str) -> VerifiedKey | None:

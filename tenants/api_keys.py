@@ -21,6 +21,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from sitekit.errors import NotAMemberError
+from tenants.changes import record
 from tenants.models import ApiKey, Membership, Tenant
 
 __all__ = [
@@ -56,8 +57,16 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
-def api_key_create(*, tenant: Tenant, user: Any, name: str = "") -> tuple[ApiKey, str]:
-    """Make a key for ``user`` in ``tenant``; return the row and the full key (shown once)."""
+def _described(key: ApiKey) -> dict[str, Any]:
+    """What the chain says of a key: which one, for whom; never its secret or hash."""
+    return {"key_id": key.pk, "prefix": key.prefix, "name": key.name, "username": key.user.get_username()}
+
+
+def api_key_create(*, tenant: Tenant, user: Any, by: str, name: str = "") -> tuple[ApiKey, str]:
+    """Make a key for ``user`` in ``tenant``; return the row and the full key (shown once).
+
+    ``by`` (the admin, or the command) is the actor of its ``api_key.created`` event.
+    """
     if not Membership.objects.filter(tenant=tenant, user=user).exists():
         raise NotAMemberError(tenant.slug)
     secret = secrets.token_urlsafe(32)
@@ -69,6 +78,7 @@ def api_key_create(*, tenant: Tenant, user: Any, name: str = "") -> tuple[ApiKey
         key = ApiKey.objects.create(
             tenant=tenant, user=user, name=name, prefix=prefix, hashed=_digest(secret)
         )
+        record(tenant.slug, actor=by, kind="api_key.created", body=_described(key))
     return key, f"kg_{prefix}_{secret}"
 
 
@@ -96,9 +106,16 @@ def api_key_verify(*, token: str) -> VerifiedKey | None:
     return VerifiedKey(key=key, tenant_id=key.tenant.slug, role=key.role)
 
 
-def api_key_revoke(*, key: ApiKey) -> ApiKey:
-    """Revoke ``key`` from now on (a no-op for a key already revoked)."""
-    ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+def api_key_revoke(*, key: ApiKey, by: str) -> ApiKey:
+    """Revoke ``key`` from now on (``api_key.revoked``, by ``by``); a no-op for a key already revoked.
+
+    This process forgets the key at once; the others within a second (the cache's
+    bound, :mod:`tenants.api_auth`).
+    """
+    with transaction.atomic():
+        revoked = ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if revoked:
+            record(key.tenant.slug, actor=by, kind="api_key.revoked", body=_described(key))
     api_key_revoked.send(sender=ApiKey, key=key)
     key.refresh_from_db()
     return key

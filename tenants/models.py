@@ -35,14 +35,31 @@ class Role(models.TextChoices):
 ROLE_RANK = {Role.VIEWER: 0, Role.APPROVER: 1, Role.RECONCILER: 2, Role.ADMIN: 3}
 
 
+class ActiveMemberships(models.Manager["Membership"]):
+    """Memberships in force: a deactivated one is no membership to any check, page or key."""
+
+    def get_queryset(self) -> models.QuerySet[Membership]:
+        return super().get_queryset().filter(deactivated_at__isnull=True)
+
+
 class Membership(models.Model):
-    """An operator belongs to a tenant with one role."""
+    """An operator belongs to a tenant with one role.
+
+    Deactivating a membership keeps its row (who was a member, with which role, is still
+    shown on the People page) but takes it out of ``objects``, the default manager every
+    access check, page and key lookup reads; ``all_objects`` sees both.
+    """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ActiveMemberships()
+    all_objects = models.Manager()
 
     class Meta:
+        base_manager_name = "all_objects"
         constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="one_membership_per_tenant")]
 
     def allows(self, role: str) -> bool:
@@ -79,3 +96,26 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"kg_{self.prefix}_… ({self.name or self.user})"
+
+
+class Invitation(models.Model):
+    """An email invitation to join a tenant with a role: a link that works once, until it expires.
+
+    Only the sha256 of the link's token is stored, as for an API key: the token is 32
+    random bytes, sent in the email and nowhere else.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField()
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    token_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return f"invitation of {self.email} to {self.tenant} as {self.role}"

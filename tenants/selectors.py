@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db.models import F
 from django.http import HttpRequest
+from django.utils import timezone
 
-from tenants.models import Membership
+from tenants.models import ApiKey, Invitation, Membership, Role
 
-__all__ = ["allows", "memberships", "tenant_ids"]
+__all__ = ["TenantPeople", "admin_tenant_ids", "allows", "memberships", "people_of", "tenant_ids"]
 
 
 def memberships(request: HttpRequest) -> dict[str, Membership]:
@@ -32,3 +36,49 @@ def allows(request: HttpRequest, tenant_id: str, role: str) -> bool:
     """True if the user's role in the tenant is at least ``role`` (for showing controls)."""
     membership = memberships(request).get(tenant_id)
     return membership is not None and membership.allows(role)
+
+
+def admin_tenant_ids(request: HttpRequest) -> list[str]:
+    """The slugs of the tenants the user is an admin of, sorted (the People and API keys pages)."""
+    return [slug for slug, m in memberships(request).items() if m.allows(Role.ADMIN)]
+
+
+@dataclass(frozen=True)
+class TenantPeople:
+    """One tenant as its admin manages it: members (deactivated ones last), open invitations, keys."""
+
+    tenant_id: str
+    members: list[Membership]
+    invitations: list[Invitation]
+    keys: list[ApiKey]
+
+    @property
+    def active_members(self) -> list[Membership]:
+        """The members a key may act as."""
+        return [m for m in self.members if m.deactivated_at is None]
+
+
+def people_of(tenant_ids: list[str]) -> list[TenantPeople]:
+    """Members (with their last sign-in), open invitations and API keys of each tenant, in three queries."""
+    members = (
+        Membership.all_objects.filter(tenant__slug__in=tenant_ids)
+        .select_related("user", "tenant")
+        .order_by(F("deactivated_at").asc(nulls_first=True), "user__username")
+    )
+    invitations = Invitation.objects.filter(
+        tenant__slug__in=tenant_ids, accepted_at__isnull=True, expires_at__gt=timezone.now()
+    ).select_related("tenant")
+    keys = (
+        ApiKey.objects.filter(tenant__slug__in=tenant_ids)
+        .select_related("user", "tenant")
+        .order_by(F("revoked_at").asc(nulls_first=True), "-created_at")
+    )
+    return [
+        TenantPeople(
+            tenant_id=slug,
+            members=[m for m in members if m.tenant.slug == slug],
+            invitations=[i for i in invitations if i.tenant.slug == slug],
+            keys=[k for k in keys if k.tenant.slug == slug],
+        )
+        for slug in tenant_ids
+    ]

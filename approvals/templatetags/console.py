@@ -13,8 +13,7 @@ from django import template
 
 from approvals.selectors import inbox_counts
 from keelgate.errors import message_for
-from tenants.models import Role
-from tenants.selectors import memberships, tenant_ids
+from tenants.selectors import admin_tenant_ids, tenant_ids
 
 register = template.Library()
 
@@ -76,16 +75,14 @@ def nav_counts(context: template.Context) -> dict[str, int]:
     return inbox_counts(tenant_ids=tenant_ids(request))
 
 
-@register.simple_tag(takes_context=True)
-def admin_somewhere(context: template.Context) -> bool:
-    """True if the user is an admin of any tenant: the admin's pages are linked only then."""
-    request = context.get("request")
-    if request is None or not request.user.is_authenticated:
-        return False
-    return any(m.allows(Role.ADMIN) for m in memberships(request).values())
-
-
 @register.simple_tag
 def query_with(view: Any, **changes: Any) -> str:
     """The view's query string with ``changes`` applied (None removes a key); escaped by the template."""
     return str(view.query(**{k: (str(v) if v is not None else None) for k, v in changes.items()}))
+
+
+@register.simple_tag(takes_context=True)
+def admin_anywhere(context: template.Context) -> bool:
+    """True if the user is an admin of any tenant: the People and API keys links show."""
+    request = context.get("request")
+    return request is not None and request.user.is_authenticated and bool(admin_tenant_ids(request))

@@ -1,9 +1,12 @@
-"""docs/deploy.md's topology, tested: the demo's approvals through it, each process restarted once."""
+"""docs/deploy.md's topology, tested: the demo's approvals through it, each process restarted once;
+a key revoked on one web process refused by both."""
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -101,3 +104,42 @@ def test_the_demo_approvals_run_through_two_web_processes_and_two_workers_each_r
     # and htmx its wsError events; anything else is a failure.
     expected = ("WebSocket connection to", "[object Event]")
     assert all(e.split(": ", 1)[1].startswith(expected) for e in errors), errors
+
+
+def _api_status(web: Process, key: str) -> int:
+    """The status of ``GET /api/v1/runs`` on one web process with ``key``."""
+    request = urllib.request.Request(
+        f"{web.url}/api/v1/runs?limit=1", headers={"Authorization": f"Bearer {key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_a_key_revoked_through_one_web_process_is_refused_by_both_within_a_second(
+    topology: Topology, browser: Browser
+) -> None:
+    """A key both web processes have just verified (and remember, ``KEELGATE_API_KEY_CACHE_SECONDS``
+    at its default) is revoked on the console of the first: one second after the revoke answered,
+    both processes answer 401 to it (docs/performance.md#api-key-cache)."""
+    web1, web2 = topology.web
+    key = topology.manage("create_api_key", "--tenant", "demo", "--user", "operator", "--name", "deploy")
+    key = key.strip().splitlines()[-1]
+    prefix = key.split("_")[1]
+    errors: list[str] = []
+    page = _log_in(browser, web1, errors)
+    page.goto(f"{web1.url}/keys/")
+    revoke = page.get_by_role("button", name=f"Revoke kg_{prefix}_…")
+    for web in (web1, web2):
+        assert _api_status(web, key) == 200, web.name
+    revoke.click()
+    expect(page.locator("#flash")).to_contain_text(f"Key kg_{prefix}_… revoked.")
+    revoked_at = time.monotonic()
+    time.sleep(max(0.0, revoked_at + 1.0 - time.monotonic()))
+    assert [_api_status(web, key) for web in (web1, web2)] == [401, 401]
+    events = topology.sql(
+        "SELECT actor FROM audit_auditevent WHERE tenant_id = 'demo' AND kind = 'api_key.revoked'"
+    )
+    assert events == [("operator",)]

@@ -21,6 +21,7 @@ from runs.engine.worker import Worker
 from runs.models import Run
 from runs.services import run_start
 from tenants.models import Membership, Role, Tenant
+from tenants.services import member_add, member_set_role
 
 
 class Command(BaseCommand):
@@ -38,7 +39,10 @@ class Command(BaseCommand):
         if password:
             user.set_password(password)
             user.save()
-        Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": Role.ADMIN})
+        if Membership.objects.filter(user=user, tenant=tenant).exists():
+            member_set_role(tenant=tenant, user=user, role=Role.ADMIN, by="manage.py keelgate_demo")
+        else:
+            member_add(tenant=tenant, username=user.username, role=Role.ADMIN, by="manage.py keelgate_demo")
         if options["password"]:
             # The caller knows it; echoed, it would land in keelgate_serve's output and logs.
             self.stdout.write("login: operator (the password given)")

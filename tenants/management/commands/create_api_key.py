@@ -28,7 +28,9 @@ class Command(BaseCommand):
         if user is None:
             raise CommandError(f"no user {options['user']!r}")
         try:
-            key, secret = api_key_create(tenant=tenant, user=user, name=options["name"][:100])
+            key, secret = api_key_create(
+                tenant=tenant, user=user, name=options["name"][:100], by="manage.py create_api_key"
+            )
         except NotAMemberError as exc:
             raise CommandError(f"{user.username} does not belong to {tenant.slug}") from exc
         self.stdout.write(

@@ -9,11 +9,19 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from sitekit.errors import LastAdminError
 from tenants.models import Membership, Role, Tenant
+from tenants.services import member_add, member_set_role
+
+ACTOR = "manage.py keelgate_operator"
+"""The actor of the audit events the command writes (a membership added, a role changed)."""
 
 
 class Command(BaseCommand):
-    help = "Create an operator if missing and set their role in a tenant."
+    help = (
+        "Create an operator if missing and set their role in a tenant; each change is an audit event"
+        " of the tenant's chain, by 'manage.py keelgate_operator'."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("username", help="the login name; the user is created if missing")
@@ -41,7 +49,13 @@ class Command(BaseCommand):
         if password:
             user.set_password(password)
             user.save()
-        Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": options["role"]})
+        try:
+            if Membership.objects.filter(user=user, tenant=tenant).exists():
+                member_set_role(tenant=tenant, user=user, role=options["role"], by=ACTOR)
+            else:
+                member_add(tenant=tenant, username=user.username, role=options["role"], by=ACTOR)
+        except LastAdminError as exc:
+            raise CommandError(exc.message) from exc
         self.stdout.write(f"operator {user.username} is {options['role']} in {tenant.slug}")
         if created and not options["password"]:
             self.stdout.write(f"password: {password}")

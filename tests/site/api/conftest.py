@@ -19,8 +19,8 @@ from django.test import Client
 from approvals.models import Approval
 from runs.engine.worker import Worker
 from runs.services import run_start
-from tenants.api_keys import api_key_create
 from tenants.models import Membership, Role, Tenant
+from tests.site._keys import key_row
 
 BASE = "/api/v1"
 
@@ -73,13 +73,14 @@ def t2(transactional_db):
 
 @pytest.fixture
 def keys(operator, t2) -> Keys:
-    """An admin key in t1 (op), an admin key in t2 (other), a viewer key in t1."""
+    """An admin key in t1 (op), an admin key in t2 (other), a viewer key in t1; as bare rows, so
+    the chains start empty (``tests/site/tenants`` tests ``api_key_create`` and its event)."""
     User = get_user_model()
     t1 = Tenant.objects.get(slug="t1")
     return Keys(
-        t1=api_key_create(tenant=t1, user=operator, name="op")[1],
-        t2=api_key_create(tenant=t2, user=User.objects.get(username="other"), name="other")[1],
-        viewer=api_key_create(tenant=t1, user=User.objects.get(username="viewer"), name="viewer")[1],
+        t1=key_row(tenant=t1, user=operator, name="op"),
+        t2=key_row(tenant=t2, user=User.objects.get(username="other"), name="other"),
+        viewer=key_row(tenant=t1, user=User.objects.get(username="viewer"), name="viewer"),
     )
 
 

@@ -25,7 +25,7 @@ def test_ten_concurrent_approvals_settle_the_item_once(pending):
     for n in range(PEOPLE):
         user = get_user_model().objects.create_user(f"approver{n}", password="pw-approver-123456")
         Membership.objects.create(user=user, tenant=tenant, role=Role.APPROVER)
-        keys.append(api_key_create(tenant=tenant, user=user)[1])
+        keys.append(api_key_create(by="tester", tenant=tenant, user=user)[1])
     gate = threading.Barrier(PEOPLE)
     results: list[tuple[int, dict]] = []
     lock = threading.Lock()

@@ -40,7 +40,7 @@ def test_no_wrong_or_revoked_credentials_are_401(api, keys):
         response = api(key).get("/runs")
         assert_error(response, 401, "unauthenticated")
         assert response["WWW-Authenticate"] == "Bearer"
-    api_key_revoke(key=ApiKey.objects.get(name="op"))
+    api_key_revoke(by="tester", key=ApiKey.objects.get(name="op"))
     assert_error(api(keys.t1).get("/runs"), 401, "unauthenticated")
     assert api(keys.t2).get("/runs").status_code == 200
 

@@ -56,7 +56,7 @@ def test_revoking_a_key_stops_it_at_once_in_this_process(keys):
     """api_key_revoke (an UPDATE, no post_save) empties the cache: the next request is 401."""
     client = Api(keys.t1)
     assert client.get("/runs").status_code == 200
-    api_key_revoke(key=ApiKey.objects.get(name="op"))
+    api_key_revoke(by="tester", key=ApiKey.objects.get(name="op"))
     assert_error(client.get("/runs"), 401, "unauthenticated")
 
 

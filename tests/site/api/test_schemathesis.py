@@ -134,7 +134,7 @@ def seed(operator) -> tuple[str, int, str]:
     """An API key, r1 waiting on approval and u1 with an unknown outcome: (key, approval id, action id)."""
     pending = start_pending("t1", "op")
     unknown = start_pending("t1", "op", run_id="u1")
-    key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=operator, name="fuzz")[1]
+    key = api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=operator, name="fuzz")[1]
     assert (
         Api(key)
         .post(f"/approvals/{unknown.pk}/approve", {"arguments_hash": unknown.arguments_hash})

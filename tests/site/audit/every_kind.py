@@ -158,6 +158,19 @@ BODIES: dict[str, dict[str, Any]] = {
         "event_type": "run.finished",
         "attempts": 2,
     },
+    "member.added": {"username": HOSTILE, "role": "approver", "created_user": True, "reactivated": False},
+    "member.invited": {
+        "invitation_id": 4,
+        "email": "new@example.com",
+        "role": "viewer",
+        "expires_at": "2026-01-04T09:30:00+00:00",
+    },
+    "member.joined": {"invitation_id": 4, "username": "newbie", "role": "viewer", "invited_by": "root"},
+    "member.role_changed": {"username": "bob", "old_role": "viewer", "role": "admin"},
+    "member.deactivated": {"username": "bob", "role": "admin"},
+    "api_key.created": {"key_id": 3, "prefix": "0123456789ab", "name": HOSTILE, "username": "ci"},
+    "api_key.revoked": {"key_id": 3, "prefix": "0123456789ab", "name": "ci key", "username": "ci"},
+    "auth.signed_in": {"username": "bob", "address": "203.0.113.9"},
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
     "audit.retired": {
         "from_seq": 1,
@@ -171,6 +184,12 @@ BODIES: dict[str, dict[str, Any]] = {
 """A body for each kind of :data:`audit.kinds.EVENT_KINDS`, shaped as its writer shapes it."""
 
 WORDS = {
+    "member.role_changed": "bob's role changed from viewer to admin.",
+    "member.deactivated": "bob (admin) deactivated.",
+    "member.invited": "new@example.com invited as viewer; the link works once, until 2026-01-04 09:30 UTC.",
+    "member.joined": "newbie joined as viewer (invited by root).",
+    "api_key.revoked": "API key kg_0123456789ab_… “ci key”, acting as ci, revoked.",
+    "auth.signed_in": "bob signed in from 203.0.113.9.",
     "auth.locked_out": "Login of bob locked out from 203.0.113.9.",
     "webhook.registered": "Webhook to hooks.example.com registered for approval.requested.",
     "webhook.secret_rotated": (

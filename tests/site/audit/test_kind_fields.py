@@ -87,7 +87,7 @@ def _drive(op, settings) -> None:
     """Approve, edit, deny, reconcile, cancel (waiting, queued and running), warn, escalate and
     expire, through the API (a key), the console (a session), the worker and the sweeper."""
     settings.KEELGATE_AUDIT_ARGUMENTS = ["*"]
-    _, token = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=op, name="drive")
+    _, token = api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=op, name="drive")
     api = Api(token)
     console = Client(REMOTE_ADDR="10.0.0.9")
     console.force_login(op)

@@ -8,8 +8,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent, ChainHead
-from tenants.api_keys import api_key_create
 from tenants.models import Tenant
+from tests.site._keys import key_row
 
 from .review_log import spec, write_log
 
@@ -44,7 +44,7 @@ def counts(operator, n: int) -> tuple[list[int], list[int], list[int]]:
     write_log("t1", [spec(seq) for seq in range(1, n + 1)])
     client = Client()
     client.force_login(operator)
-    _, key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=operator, name=f"q{n}")
+    key = key_row(tenant=Tenant.objects.get(slug="t1"), user=operator, name=f"q{n}")
     api = Client(headers={"Authorization": f"Bearer {key}"})
     pages, shown, calls = [], [], []
     for url in URLS:

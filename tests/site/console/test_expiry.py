@@ -68,7 +68,9 @@ def escalated(approval: Approval) -> Approval:
 
 
 def key_for(people, name: str) -> Api:
-    return Api(api_key_create(tenant=Tenant.objects.get(slug="t1"), user=people[name], name=name)[1])
+    return Api(
+        api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=people[name], name=name)[1]
+    )
 
 
 def test_the_policy_reaches_the_inbox_row(waiting):

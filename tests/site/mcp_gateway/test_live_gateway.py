@@ -264,7 +264,7 @@ async def test_a_revoked_key_is_401(live: Live):
         "shell",
         "-c",
         "from tenants.models import ApiKey; from tenants.api_keys import api_key_revoke; "
-        f"api_key_revoke(key=ApiKey.objects.get(prefix='{prefix}'))",
+        f"api_key_revoke(by='tester', key=ApiKey.objects.get(prefix='{prefix}'))",
     )
     assert await _status_of_list(live, f"Bearer {key}") == 401
 

@@ -57,7 +57,7 @@ def _make_key(env: dict[str, str]) -> str:
     code = (
         "from django.contrib.auth import get_user_model; from tenants.models import Tenant; "
         "from tenants.api_keys import api_key_create; "
-        "_, key = api_key_create(tenant=Tenant.objects.get(slug='demo'), "
+        "_, key = api_key_create(by='tester', tenant=Tenant.objects.get(slug='demo'), "
         "user=get_user_model().objects.get(username='operator'), name='logs'); print(key)"
     )
     done = subprocess.run(

@@ -53,7 +53,7 @@ def test_no_secret_reaches_a_log_line(operator, client, captured, settings, brok
     assert client.post("/login/", {"username": "op", "password": PASSWORD}).status_code == 302
     session_id = client.cookies["sessionid"].value
     tenant = Tenant.objects.get(slug="t1")
-    _, key = api_key_create(tenant=tenant, user=operator, name="ci")
+    _, key = api_key_create(by="tester", tenant=tenant, user=operator, name="ci")
     api = Client()  # no session: the key alone
     assert api.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 200
     assert api.get("/api/v1/runs", HTTP_AUTHORIZATION=f"Bearer {key}x").status_code == 401
