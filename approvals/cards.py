@@ -96,7 +96,7 @@ def _edit_fields(row: Approval) -> list[EditField]:
     """The edit form of a card; none (the card still renders) if the agent or schema is gone."""
     try:
         arguments = json.loads(row.arguments)
-        schema = tool_schema(row.agent, row.tool)
+        schema = tool_schema(row.agent, row.tool, tenant_id=row.tenant_id)
     except (ValueError, KeelgateError):
         return []
     return edit_fields(schema, arguments if isinstance(arguments, dict) else {})

@@ -158,6 +158,9 @@ def call_outcome(*, tenant_id: str, run_id: str) -> CallOutcome:
             return CallOutcome("error", code=run.error_code or run.stop_reason or run.status)
         return CallOutcome("pending")
     action = state.actions[0]
+    by_id = {a.action_id: a for a in state.actions}
+    while action.approval is not None and action.approval.replaced_by in by_id:
+        action = by_id[action.approval.replaced_by]  # a person edited it: the edited call is the call
     return outcome_of(action.outcome, action.approval)
 
 

@@ -142,20 +142,29 @@ def _done_words(path: str, agent: str, tool: str) -> str | None:
     return load_agent(agent).done_words.get(tool)
 
 
-def tool_schema(agent: str, tool: str) -> dict[str, Any] | None:
+def tool_schema(agent: str, tool: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
     """The JSON schema of a registered agent's tool arguments (None: no such agent or tool).
 
     For forms that edit a proposed call: built once per agent registration and tool,
-    since an agent's factory may open its downstream systems.
+    since an agent's factory may open its downstream systems. An agent of a registered
+    source (``mcp:<upstream>``) is the tenant's and changes at run time, so it is built
+    afresh (UnknownAgentError when the tenant has no such agent).
     """
+    prefix, sep, _ = agent.partition(":")
+    if sep and prefix in _sources:
+        return _schema_of(load_agent(agent, tenant_id=tenant_id), tool)
     path = settings.KEELGATE_AGENTS.get(agent)
     return None if path is None else _tool_schema(path, agent, tool)
 
 
-@functools.lru_cache(maxsize=128)
-def _tool_schema(path: str, agent: str, tool: str) -> dict[str, Any] | None:
-    for candidate in load_agent(agent).tools:
+def _schema_of(spec: Agent, tool: str) -> dict[str, Any] | None:
+    for candidate in spec.tools:
         if candidate.name == tool:
             schema: dict[str, Any] = candidate.arguments.model_json_schema()
             return schema
     return None
+
+
+@functools.lru_cache(maxsize=128)
+def _tool_schema(path: str, agent: str, tool: str) -> dict[str, Any] | None:
+    return _schema_of(load_agent(agent), tool)
