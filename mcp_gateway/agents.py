@@ -56,6 +56,7 @@ def upstream_agent(upstream: Upstream) -> Agent:
         policy=policy.approvals(names),
         stop=StopConditions(max_iterations=3),
         validate_goal=_validate_goal,
+        upstream=upstream.name,
     )
 
 
