@@ -94,7 +94,16 @@ def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEn
     can_act = row.decidable_by(role)  # approver, or the role an expiry escalated it to
     card = _card(row)
     fields = tuple(_edit_fields(row, card)) if can_act and not voted else ()
-    return InboxEntry("approval", row, can_act=can_act, voted=voted, fields=fields, **_upstream_facts(card))
+    upstream, description = _upstream_facts(card)
+    return InboxEntry(
+        "approval",
+        row,
+        can_act=can_act,
+        voted=voted,
+        fields=fields,
+        upstream=upstream,
+        description=description,
+    )
 
 
 def _card(row: Approval | UnknownOutcome) -> ToolCard | None:
@@ -105,10 +114,11 @@ def _card(row: Approval | UnknownOutcome) -> ToolCard | None:
         return None
 
 
-def _upstream_facts(card: ToolCard | None) -> dict[str, str]:
+def _upstream_facts(card: ToolCard | None) -> tuple[str, str]:
+    """The upstream and the tool's description, for an agent that forwards to one."""
     if card is None or not card.upstream:
-        return {}
-    return {"upstream": card.upstream, "description": card.description}
+        return "", ""
+    return card.upstream, card.description
 
 
 def _edit_fields(row: Approval, card: ToolCard | None) -> list[EditField]:
@@ -136,8 +146,15 @@ def unknown_entry(
             label = None
     found = approvals if approvals is not None else approvals_of([row])
     approval = found.get((row.tenant_id, row.run_id, row.action_id))
+    upstream, description = _upstream_facts(_card(row))
     return InboxEntry(
-        "unknown", row, can_act=can_act, lookup=label, approval=approval, **_upstream_facts(_card(row))
+        "unknown",
+        row,
+        can_act=can_act,
+        lookup=label,
+        approval=approval,
+        upstream=upstream,
+        description=description,
     )
 
 
