@@ -276,6 +276,12 @@ def _registered(b: _Body) -> str:
     return f"Webhook to {b.text('host')} registered for {events}."
 
 
+def _upstream(b: _Body) -> str:
+    verb = "registered" if b.body.get("created") is True else "changed"
+    how = f"{b.text('transport')} to {b.text('target')}" if b.has("target") else b.text("transport")
+    return f"MCP upstream {b.text('upstream')} {verb} ({how}) via the {b.text('via', 'command')}."
+
+
 def _retired(b: _Body) -> str:
     age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
     digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
@@ -305,6 +311,7 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "approval.escalated": _escalated,
     "approval.expired": _expired,
     "webhook.registered": _registered,
+    "mcp.upstream_registered": _upstream,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
     "audit.retired": _retired,
 }

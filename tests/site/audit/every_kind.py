@@ -134,6 +134,14 @@ BODIES: dict[str, dict[str, Any]] = {
         "include_arguments": False,
         "from_seq": 3,
     },
+    "mcp.upstream_registered": {
+        "upstream": f"mail{HOSTILE}",
+        "created": True,
+        "transport": "http",
+        "target": "mcp.example.com",
+        "policy_sha256": "ef" * 32,
+        "via": "admin",
+    },
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
     "audit.retired": {
         "from_seq": 1,
@@ -149,6 +157,9 @@ BODIES: dict[str, dict[str, Any]] = {
 WORDS = {
     "auth.locked_out": "Login of bob locked out from 203.0.113.9.",
     "webhook.registered": "Webhook to hooks.example.com registered for approval.requested.",
+    "mcp.upstream_registered": (
+        f"MCP upstream mail{HOSTILE} registered (http to mcp.example.com) via the admin."
+    ),
     "approval.decided": (
         "place_order approved (1 of 2): sell 150 ACME, high impact confirmed via API key 12 from 10.0.0.4."
     ),
