@@ -31,7 +31,7 @@ from approvals.queue import (
 )
 from approvals.selectors import approvals_for, approvals_of, unknown_outcomes_for
 from keelgate.errors import KeelgateError
-from runs.agents import lookup_label, tool_schema
+from runs.agents import ToolCard, lookup_label, tool_card
 from tenants.models import ROLE_RANK, Role
 
 __all__ = [
@@ -68,6 +68,10 @@ class InboxEntry:
     approval: Approval | None = None
     """An unknown outcome's call as it was approved (goal, effect, who and when), or None
     when no person approved it (the policy let it run)."""
+    upstream: str = ""
+    """The MCP upstream the call goes to ("" for an agent whose tools are its own code)."""
+    description: str = ""
+    """That upstream tool's description, as the upstream wrote it (untrusted: shown escaped)."""
 
     @property
     def dom_id(self) -> str:
@@ -88,18 +92,44 @@ def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEn
     """An approval as ``username`` (with ``role`` in its tenant) sees it."""
     voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
     can_act = row.decidable_by(role)  # approver, or the role an expiry escalated it to
-    fields = tuple(_edit_fields(row)) if can_act and not voted else ()
-    return InboxEntry("approval", row, can_act=can_act, voted=voted, fields=fields)
+    card = _card(row)
+    fields = tuple(_edit_fields(row, card)) if can_act and not voted else ()
+    upstream, description = _upstream_facts(card)
+    return InboxEntry(
+        "approval",
+        row,
+        can_act=can_act,
+        voted=voted,
+        fields=fields,
+        upstream=upstream,
+        description=description,
+    )
 
 
-def _edit_fields(row: Approval) -> list[EditField]:
-    """The edit form of a card; none (the card still renders) if the agent or schema is gone."""
+def _card(row: Approval | UnknownOutcome) -> ToolCard | None:
+    """The card facts of the row's tool; None (the card still renders) if the agent is gone."""
+    try:
+        return tool_card(row.agent, row.tool, tenant_id=row.tenant_id)
+    except KeelgateError:
+        return None
+
+
+def _upstream_facts(card: ToolCard | None) -> tuple[str, str]:
+    """The upstream and the tool's description, for an agent that forwards to one."""
+    if card is None or not card.upstream:
+        return "", ""
+    return card.upstream, card.description
+
+
+def _edit_fields(row: Approval, card: ToolCard | None) -> list[EditField]:
+    """The edit form of a card; none if the agent or schema is gone."""
     try:
         arguments = json.loads(row.arguments)
-        schema = tool_schema(row.agent, row.tool)
-    except (ValueError, KeelgateError):
+    except ValueError:
         return []
-    return edit_fields(schema, arguments if isinstance(arguments, dict) else {})
+    return edit_fields(
+        None if card is None else card.schema, arguments if isinstance(arguments, dict) else {}
+    )
 
 
 def unknown_entry(
@@ -116,7 +146,16 @@ def unknown_entry(
             label = None
     found = approvals if approvals is not None else approvals_of([row])
     approval = found.get((row.tenant_id, row.run_id, row.action_id))
-    return InboxEntry("unknown", row, can_act=can_act, lookup=label, approval=approval)
+    upstream, description = _upstream_facts(_card(row))
+    return InboxEntry(
+        "unknown",
+        row,
+        can_act=can_act,
+        lookup=label,
+        approval=approval,
+        upstream=upstream,
+        description=description,
+    )
 
 
 def render_entry(

@@ -414,6 +414,21 @@ _KINDS = (
         {"username": "The member's username.", "address": "The address they signed in from."},
     ),
     EventKind(
+        "mcp.upstream_registered",
+        ("mcp_gateway.services",),
+        "An operator registered or changed an upstream MCP server of the tenant (through the command"
+        " or the admin): its name, how it is reached, and its policy's digest.",
+        {
+            "upstream": "The upstream's name, the prefix of its tools (`<upstream>__<tool>`).",
+            "created": "True when it was new, false when an existing one was changed.",
+            "transport": "`stdio` (a command Keelgate launches) or `http` (a Streamable HTTP URL).",
+            "target": "The URL's host, or the command's program name (never its arguments: they may"
+            " hold a token).",
+            "policy_sha256": "The SHA-256 of the policy as stored (canonical JSON).",
+            "via": "`command` (manage.py keelgate_mcp_upstream) or `admin` (the Django admin).",
+        },
+    ),
+    EventKind(
         "auth.locked_out",
         ("audit.lockouts",),
         "Too many wrong passwords locked a member's login out (the username and address).",

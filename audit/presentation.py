@@ -308,6 +308,12 @@ def _key(b: _Body) -> str:
     return f"API key kg_{b.text('prefix')}_…{name}, acting as {b.text('username')}"
 
 
+def _upstream(b: _Body) -> str:
+    verb = "registered" if b.body.get("created") is True else "changed"
+    how = f"{b.text('transport')} to {b.text('target')}" if b.has("target") else b.text("transport")
+    return f"MCP upstream {b.text('upstream')} {verb} ({how}) via the {b.text('via', 'command')}."
+
+
 def _retired(b: _Body) -> str:
     age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
     digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
@@ -363,6 +369,7 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "api_key.created": lambda b: f"{_key(b)}, created.",
     "api_key.revoked": lambda b: f"{_key(b)}, revoked.",
     "auth.signed_in": lambda b: f"{b.text('username')} signed in from {b.text('address')}.",
+    "mcp.upstream_registered": _upstream,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
     "audit.retired": _retired,
 }

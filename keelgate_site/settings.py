@@ -352,6 +352,8 @@ KEELGATE_MCP_WAIT_SECONDS = float(os.environ.get("KEELGATE_MCP_WAIT_SECONDS", "6
 answers that a person must decide and that calling again with the same arguments returns the outcome."""
 KEELGATE_MCP_TOOLS_SECONDS = float(os.environ.get("KEELGATE_MCP_TOOLS_SECONDS", "30"))
 """How long a web process reuses an upstream's tool list before it lists the upstream's tools again."""
+KEELGATE_MCP_TOOLS_PAGE = int(os.environ.get("KEELGATE_MCP_TOOLS_PAGE", "200"))
+"""How many tools one page of /mcp/'s ``tools/list`` holds (the client follows ``nextCursor``)."""
 KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SECONDS", "1"))
 """A verified API key is remembered per process this long (0: off): a key revoked in another web process
 works there at most this long (docs/performance.md#api-key-cache says why one second)."""

@@ -45,6 +45,7 @@ def upstream_agent(upstream: Upstream) -> Agent:
                 description=str(listed.get("description") or ""),
                 timeout=policy.timeout_seconds,
                 idempotency_argument=entry.idempotency_argument,
+                input_schema=listed.get("inputSchema") or {"type": "object"},
             )
         )
     return Agent(
@@ -55,6 +56,7 @@ def upstream_agent(upstream: Upstream) -> Agent:
         policy=policy.approvals(names),
         stop=StopConditions(max_iterations=3),
         validate_goal=_validate_goal,
+        upstream=upstream.name,
     )
 
 

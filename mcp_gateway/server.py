@@ -104,8 +104,18 @@ def _text(text: str, *, error: bool, **meta: Any) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error, _meta=meta or None)
 
 
+ANNOTATIONS_META = "io.keelgate/annotations"
+"""``_meta`` of an offered tool: what its ``annotations`` are to Keelgate (hints, not policy)."""
+_HINTS = "hints from the upstream, passed on as written; Keelgate's policy decides"
+
+
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    """Each upstream of the key's tenant, its tools as ``<upstream>__<tool>``, schemas as the upstream's."""
+    """Each upstream of the key's tenant, its tools as ``<upstream>__<tool>``, schemas as the upstream's.
+
+    The upstream's annotations pass through as hints (``_meta`` says so, with the side effect
+    and approval the policy gives the tool). Pages of ``KEELGATE_MCP_TOOLS_PAGE`` tools, the
+    cursor an opaque position in the whole list.
+    """
     caller = _caller(ctx)
     offered: list[types.Tool] = []
     for upstream in await _db(upstreams_for, tenant_id=caller.tenant_id):
@@ -121,9 +131,29 @@ async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> t
                     input_schema=offered_schema(
                         listed.get("inputSchema") or {"type": "object"}, entry.idempotency_argument
                     ),
+                    annotations=listed.get("annotations"),
+                    _meta={
+                        ANNOTATIONS_META: _HINTS,
+                        "io.keelgate/side_effect": entry.side_effect,
+                        "io.keelgate/approval": entry.rule is not None,
+                    },
                 )
             )
-    return types.ListToolsResult(tools=offered)
+    start = _cursor_position(params.cursor if params is not None else None)
+    size = max(1, int(getattr(settings, "KEELGATE_MCP_TOOLS_PAGE", 200)))
+    end = start + size
+    more = f"tools-{end}" if end < len(offered) else None
+    return types.ListToolsResult(tools=offered[start:end], next_cursor=more)
+
+
+def _cursor_position(cursor: str | None) -> int:
+    """Where a ``tools/list`` cursor points (``tools-<n>``, as this server wrote it)."""
+    if cursor is None:
+        return 0
+    prefix, _, number = cursor.partition("-")
+    if prefix != "tools" or not number.isdigit() or len(number) > 9:
+        raise MCPError(types.INVALID_PARAMS, "Unknown cursor.")
+    return int(number)
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:

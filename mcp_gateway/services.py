@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -22,6 +24,7 @@ from django.utils import timezone
 
 from audit.wiring import audit_log
 from keelgate.audit import AuditLog
+from keelgate.canonical import canonical_sha256
 from keelgate.contrib.mcp import (
     IdentityError,
     UpstreamError,
@@ -46,6 +49,7 @@ from tenants.auditing import arguments_audited
 from tenants.models import Tenant
 
 __all__ = [
+    "UPSTREAM_REGISTERED",
     "CallOutcome",
     "call_outcome",
     "call_read",
@@ -55,17 +59,32 @@ __all__ = [
 ]
 
 
+UPSTREAM_REGISTERED = "mcp.upstream_registered"
+
+
 def upstream_register(
-    *, tenant_id: str, name: str, command: str = "", url: str = "", policy: Mapping[str, Any] | None = None
+    *,
+    tenant_id: str,
+    name: str,
+    actor: str,
+    command: str = "",
+    url: str = "",
+    policy: Mapping[str, Any] | None = None,
+    via: str = "command",
 ) -> tuple[Upstream, bool]:
     """Create or update the tenant's upstream ``name``; return it and whether it is new.
 
     The name must be usable as a tool prefix, exactly one of ``command`` and ``url`` is
     given, and the policy validates (``keelgate.contrib.mcp.load_policy``; PolicyError names
-    the field). Its tool list is read again at the next listing.
+    the field). Its tool list is read again at the next listing. The command and the admin
+    both register here, so each change is one ``mcp.upstream_registered`` event by
+    ``actor``, in the same transaction: which upstream, how it is reached (a URL's host or
+    the command's program, never its arguments, which may hold a token) and the policy's
+    digest.
     """
     check_upstream_name(name)
-    if bool(command.strip()) == bool(url.strip()):
+    command, url = command.strip(), url.strip()
+    if bool(command) == bool(url):
         raise IdentityError("give a command or a url, not both")
     checked = load_policy(dict(policy or {})).model_dump(mode="json", exclude_defaults=True)
     if not Tenant.objects.filter(slug=tenant_id).exists():
@@ -74,13 +93,35 @@ def upstream_register(
         upstream, created = Upstream.objects.select_for_update().get_or_create(
             tenant_id=tenant_id,
             name=name,
-            defaults={"command": command.strip(), "url": url.strip(), "policy": checked},
+            defaults={"command": command, "url": url, "policy": checked, "created_by": actor[:150]},
         )
         if not created:
-            upstream.command, upstream.url, upstream.policy = command.strip(), url.strip(), checked
+            upstream.command, upstream.url, upstream.policy = command, url, checked
             upstream.tools_listed_at = None
             upstream.save()
+        audit_log().append(
+            tenant_id,
+            actor=actor,
+            kind=UPSTREAM_REGISTERED,
+            body={
+                "upstream": name,
+                "created": created,
+                "transport": "http" if url else "stdio",
+                "target": (urlsplit(url).hostname or "") if url else _program(command),
+                "policy_sha256": canonical_sha256(checked),
+                "via": via,
+            },
+        )
     return upstream, created
+
+
+def _program(command: str) -> str:
+    """The command's program name alone (its arguments may carry a secret)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        argv = command.split()
+    return os.path.basename(argv[0]) if argv else ""
 
 
 async def upstream_tools(upstream: Upstream, *, refresh: bool = False) -> list[dict[str, Any]]:
@@ -158,6 +199,9 @@ def call_outcome(*, tenant_id: str, run_id: str) -> CallOutcome:
             return CallOutcome("error", code=run.error_code or run.stop_reason or run.status)
         return CallOutcome("pending")
     action = state.actions[0]
+    by_id = {a.action_id: a for a in state.actions}
+    while action.approval is not None and action.approval.replaced_by in by_id:
+        action = by_id[action.approval.replaced_by]  # a person edited it: the edited call is the call
     return outcome_of(action.outcome, action.approval)
 
 

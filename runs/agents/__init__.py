@@ -56,6 +56,9 @@ class Agent:
     done_words: Mapping[str, str] = field(default_factory=dict)
     """Per WRITE tool, what a call that ran means, in words for the runs list ("order
     filled"); without an entry the list says "<tool> done"."""
+    upstream: str = ""
+    """The remote server its tools forward to (an MCP upstream's name), shown on inbox
+    cards with the tool's description; "" for an agent whose tools are its own code."""
     graph: Callable[[Any], Any] | None = None
     """A LangGraph agent: ``graph(tools_node)`` returns its (uncompiled) ``StateGraph``, given a
     ``GatedToolNode`` over ``tools``, ``grants`` and ``policy``; the worker runs it on the
@@ -142,20 +145,49 @@ def _done_words(path: str, agent: str, tool: str) -> str | None:
     return load_agent(agent).done_words.get(tool)
 
 
-def tool_schema(agent: str, tool: str) -> dict[str, Any] | None:
-    """The JSON schema of a registered agent's tool arguments (None: no such agent or tool).
+@dataclass(frozen=True)
+class ToolCard:
+    """What an inbox card shows of a tool besides the call itself."""
 
-    For forms that edit a proposed call: built once per agent registration and tool,
-    since an agent's factory may open its downstream systems.
+    schema: dict[str, Any]
+    """The JSON schema of its arguments: the "edit, then approve" form."""
+    description: str = ""
+    """The tool's own words (untrusted when ``upstream`` is set: the upstream wrote them)."""
+    upstream: str = ""
+    """The agent's :attr:`Agent.upstream`, or ""."""
+
+
+def tool_card(agent: str, tool: str, *, tenant_id: str | None = None) -> ToolCard | None:
+    """The card facts of an agent's tool (None: no such tool; UnknownAgentError: no such agent).
+
+    Built once per agent registration and tool, since an agent's factory may open its
+    downstream systems. An agent of a registered source (``mcp:<upstream>``) is the
+    tenant's and changes at run time, so it is built afresh.
     """
+    prefix, sep, _ = agent.partition(":")
+    if sep and prefix in _sources:
+        return _card_of(load_agent(agent, tenant_id=tenant_id), tool)
     path = settings.KEELGATE_AGENTS.get(agent)
-    return None if path is None else _tool_schema(path, agent, tool)
+    return None if path is None else _tool_card(path, agent, tool)
+
+
+def tool_schema(agent: str, tool: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:
+    """The JSON schema of an agent's tool arguments (None: no such agent or tool)."""
+    prefix, sep, _ = agent.partition(":")
+    if not (sep and prefix in _sources) and agent not in settings.KEELGATE_AGENTS:
+        return None
+    card = tool_card(agent, tool, tenant_id=tenant_id)
+    return None if card is None else card.schema
+
+
+def _card_of(spec: Agent, tool: str) -> ToolCard | None:
+    for candidate in spec.tools:
+        if candidate.name == tool:
+            schema: dict[str, Any] = candidate.arguments.model_json_schema()
+            return ToolCard(schema=schema, description=candidate.description, upstream=spec.upstream)
+    return None
 
 
 @functools.lru_cache(maxsize=128)
-def _tool_schema(path: str, agent: str, tool: str) -> dict[str, Any] | None:
-    for candidate in load_agent(agent).tools:
-        if candidate.name == tool:
-            schema: dict[str, Any] = candidate.arguments.model_json_schema()
-            return schema
-    return None
+def _tool_card(path: str, agent: str, tool: str) -> ToolCard | None:
+    return _card_of(load_agent(agent), tool)

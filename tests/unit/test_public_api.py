@@ -507,7 +507,7 @@ SEED_REEXPORTS = {
 """Names the seed's API reference puts in ``keelgate.loop`` that live in another package too."""
 
 
-COMMAND_MODULES = {"keelgate.audit.verify"}
+COMMAND_MODULES = {"keelgate.audit.verify", "keelgate.contrib.mcp.stdio"}
 """Commands run with ``python -m``, never imported: no ``__all__``. Importing
 ``keelgate.audit.verify`` would put the module where the function of that name is."""
 

@@ -10,13 +10,15 @@ worker, never the request, forwards it. :func:`upstream_tool` is the engine
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from keelgate.canonical import canonical_json
+from keelgate.contrib.mcp._schema import SchemaViolation, check_arguments, offered_schema
 from keelgate.contrib.mcp._upstream import UpstreamSpec, call_tool
 from keelgate.errors import PlannerError
 from keelgate.gateway import SideEffect, Tool, ToolCall
@@ -64,6 +66,33 @@ class CallArguments(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def schema_arguments(input_schema: Mapping[str, Any], reserved: str | None = None) -> type[CallArguments]:
+    """The arguments model of one upstream tool: its input schema (less ``reserved``, the
+    argument the gateway fills) is both what the model checks and its JSON schema.
+
+    So a person's edit of a waiting call is held to the upstream's schema by the engine's
+    own edit check, and the inbox builds its edit form from that schema.
+    """
+    shown = offered_schema(input_schema, reserved)
+
+    def as_shown(schema: dict[str, Any]) -> None:
+        schema.clear()
+        schema.update(copy.deepcopy(shown))
+
+    class ToolArguments(CallArguments):
+        model_config = ConfigDict(extra="allow", json_schema_extra=as_shown)
+
+        @model_validator(mode="after")
+        def _upstream_schema(self) -> ToolArguments:
+            try:
+                check_arguments(shown, self.model_dump(mode="json"), reserved=reserved)
+            except SchemaViolation as exc:
+                raise ValueError(f"{exc.field}: {exc.reason}") from None
+            return self
+
+    return ToolArguments
+
+
 def upstream_tool(
     spec: UpstreamSpec,
     *,
@@ -73,6 +102,7 @@ def upstream_tool(
     description: str = "",
     timeout: float | None = None,
     idempotency_argument: str | None = None,
+    input_schema: Mapping[str, Any] | None = None,
 ) -> Tool:
     """The engine tool ``name`` that forwards to ``upstream_name`` on ``spec``.
 
@@ -80,6 +110,7 @@ def upstream_tool(
     when the policy names one, and in the ``Idempotency-Key`` header over HTTP. The result
     is the upstream's ``CallToolResult`` as JSON; a call that got no answer raises, which
     the gateway makes an error for a READ and an unknown outcome for a WRITE.
+    ``input_schema``: the upstream's, which the arguments (a person's edit too) must pass.
     """
 
     async def forward(arguments: BaseModel, call: ToolCall) -> dict[str, Any]:
@@ -92,7 +123,9 @@ def upstream_tool(
     return Tool(
         name=name,
         side_effect=side_effect,
-        arguments=CallArguments,
+        arguments=CallArguments
+        if input_schema is None
+        else schema_arguments(input_schema, idempotency_argument),
         fn=forward,
         description=description,
         timeout=timeout,

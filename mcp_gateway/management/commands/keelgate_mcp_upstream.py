@@ -25,6 +25,9 @@ class Command(BaseCommand):
         how.add_argument("--command", help="a command that starts the server on stdio")
         how.add_argument("--url", help="the server's Streamable HTTP endpoint")
         parser.add_argument("--policy", help="the policy file (docs/mcp.md)")
+        parser.add_argument(
+            "--actor", default="operator", help="who registers it, as the audit log names them"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -35,6 +38,8 @@ class Command(BaseCommand):
                 command=options["command"] or "",
                 url=options["url"] or "",
                 policy=policy,
+                actor=options["actor"],
+                via="command",
             )
         except (PolicyError, IdentityError) as exc:
             raise CommandError(str(exc)) from exc

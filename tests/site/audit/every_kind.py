@@ -171,6 +171,14 @@ BODIES: dict[str, dict[str, Any]] = {
     "api_key.created": {"key_id": 3, "prefix": "0123456789ab", "name": HOSTILE, "username": "ci"},
     "api_key.revoked": {"key_id": 3, "prefix": "0123456789ab", "name": "ci key", "username": "ci"},
     "auth.signed_in": {"username": "bob", "address": "203.0.113.9"},
+    "mcp.upstream_registered": {
+        "upstream": f"mail{HOSTILE}",
+        "created": True,
+        "transport": "http",
+        "target": "mcp.example.com",
+        "policy_sha256": "ef" * 32,
+        "via": "admin",
+    },
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
     "audit.retired": {
         "from_seq": 1,
@@ -197,6 +205,9 @@ WORDS = {
         " 2026-01-02T09:00:00+00:00."
     ),
     "webhook.redelivered": "Webhook message msg_t1_7 (run.finished) to hooks.example.com sent again.",
+    "mcp.upstream_registered": (
+        f"MCP upstream mail{HOSTILE} registered (http to mcp.example.com) via the admin."
+    ),
     "approval.decided": (
         "place_order approved (1 of 2): sell 150 ACME, high impact confirmed via API key 12 from 10.0.0.4."
     ),

@@ -33,6 +33,7 @@ PRODUCT = (
     "runs",
     "approvals",
     "notifications",
+    "mcp_gateway",
     "keelgate_site",
     "demo",
 )
@@ -41,7 +42,7 @@ NOT_PRODUCT = ("keelgate/testing/",)
 WRITERS = {"append", "record"}
 POSITIONAL_WRITERS = {"_audit", "audit"}
 """The engine's helpers that take the state, then the kind (the loop's ``RunRecord.audit``)."""
-REPLAYS = {("keelgate.contrib.langgraph._gated", "release")}
+REPLAYS = {("keelgate.contrib.langgraph._gated", "release"), ("mcp_gateway.services", "flush")}
 """Functions that write again what an earlier call held back (its kind was scanned at that call)."""
 
 
