@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from keelgate.errors import KeelgateError
 from keelgate.loop import DecisionContext
@@ -43,9 +44,14 @@ class UpdateTaskRequestParams(types.RequestParams):
 
 
 def declares_tasks(ctx: Any) -> bool:
-    """Whether this request's client declared the extension (2026-07-28, per request)."""
-    capabilities = getattr(getattr(ctx, "session", None), "client_capabilities", None)
-    extensions = getattr(capabilities, "extensions", None) or {}
+    """Whether this request's client declared the extension (2026-07-28, per request).
+
+    Only on a 2026-era wire: a task is a result shape the earlier revisions cannot carry.
+    """
+    session = getattr(ctx, "session", None)
+    if getattr(session, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    extensions = getattr(getattr(session, "client_capabilities", None), "extensions", None) or {}
     return TASKS in extensions
 
 

@@ -8,7 +8,9 @@ so a task outlives a restart of every process. One server per database serves th
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 import mcp_types as types
 import pytest
-from mcp.client.extension import ResultClaim
+from mcp.client.extension import ClientExtension, ResultClaim
 from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
@@ -248,6 +250,25 @@ async def test_a_client_without_tasks_waits_as_before_and_may_not_poll_tasks(liv
     assert refused.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
 
 
+async def test_a_client_on_the_2025_handshake_gets_no_task_even_if_it_names_the_extension(live: Live):
+    """Tasks are a 2026-07-28 extension: a client that negotiated an earlier revision (the
+    ``initialize`` handshake) waits as before, whatever it advertises."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    text = f"task-legacy-{uuid.uuid4().hex[:6]}"
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {live.keys['alice']}"}) as http,
+        streamable_http_client(live.url, http_client=http) as (read, write),
+        ClientSession(read, write, extensions={TASKS: {}}) as session,
+    ):
+        await session.initialize()
+        waiting = await session.call_tool("gated__send", {"to": "ann", "text": text})
+    assert isinstance(waiting, types.CallToolResult)
+    assert (waiting.meta or {})["io.keelgate/status"] == "awaiting_approval"
+
+
 async def test_a_call_needing_no_approval_answers_with_its_result_even_to_a_tasks_client(live: Live):
     """The server decides per call: a WRITE the policy forwards without asking is waited for and
     answered as before, not made a task."""
@@ -256,3 +277,53 @@ async def test_a_call_needing_no_approval_answers_with_its_result_even_to_a_task
         result = await session.call_tool("u__send", {"to": "ann", "text": text}, allow_claimed=True)
     assert isinstance(result, types.CallToolResult) and not result.is_error
     assert len(live.executions("u", text=text)) == 1
+
+
+class PollingTasks(ClientExtension):
+    """The client half a host would write: the task resolved by polling ``tasks/get``."""
+
+    identifier = TASKS
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self.resolve)]
+
+    async def resolve(self, created: CreatedTask, ctx: Any) -> types.CallToolResult:
+        while True:
+            task = await get(ctx.session, created.task_id)
+            if task["status"] == "completed":
+                return types.CallToolResult.model_validate(task["result"])
+            assert task["status"] == "working", task
+            await asyncio.sleep(task["pollIntervalMs"] / 1000)
+
+
+async def test_the_sdks_client_resolves_the_task_transparently_once_a_person_approves(live: Live):
+    """``mcp.client.Client`` with an extension that polls: ``call_tool`` returns the upstream's
+    result after bob approves in the API, the call forwarded once."""
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    text = f"task-client-{uuid.uuid4().hex[:6]}"
+
+    def approve_when_pending() -> None:
+        for _ in range(60):
+            _, page = live.api("GET", "/approvals?status=pending", live.keys["bob"])
+            mine = [a for a in page["items"] if text in json.dumps(a.get("arguments"))]
+            if mine:
+                status, _ = live.api("POST", f"/approvals/{mine[0]['id']}/approve", live.keys["bob"], {})
+                assert status == 200
+                return
+            time.sleep(0.5)
+        raise AssertionError("the call never reached the inbox")
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {live.keys['alice']}"}) as http,
+        Client(streamable_http_client(live.url, http_client=http), extensions=[PollingTasks()]) as client,
+    ):
+        calling = asyncio.ensure_future(client.call_tool("gated__send", {"to": "ann", "text": text}))
+        await asyncio.to_thread(approve_when_pending)
+        result = await calling
+    assert not result.is_error
+    (execution,) = live.executions("gated", text=text)
+    assert result.structured_content is not None
+    assert result.structured_content["key"] == execution["arguments"]["key"]
