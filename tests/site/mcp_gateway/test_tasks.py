@@ -125,6 +125,12 @@ def pending_approval(live: Live, run_id: str) -> dict[str, Any]:
     return item
 
 
+def approve(live: Live, item: dict[str, Any], note: str) -> tuple[int, Any]:
+    """bob approves through the API exactly the call he was shown (its ``arguments_hash``)."""
+    body = {"note": note, "arguments_hash": item["arguments_hash"]}
+    return live.api("POST", f"/approvals/{item['id']}/approve", live.keys["bob"], body)
+
+
 def _text(result: dict[str, Any]) -> str:
     return " ".join(c.get("text", "") for c in result["content"])
 
@@ -144,7 +150,7 @@ async def test_a_call_needing_approval_is_a_task_at_once_and_approved_it_complet
         assert live.executions("gated", text=text) == []
         run_id = task["_meta"]["io.keelgate/run_id"]
         item = pending_approval(live, run_id)
-        status, _ = live.api("POST", f"/approvals/{item['id']}/approve", live.keys["bob"], {"note": "ok"})
+        status, _ = approve(live, item, "ok")
         assert status == 200
         done = await until(session, created.task_id, "completed")
         again = await get(session, created.task_id)
@@ -185,7 +191,7 @@ async def test_tasks_cancel_withdraws_the_approval_and_nothing_is_forwarded(live
         cancelled = await until(session, created.task_id, "cancelled")
         assert "alice" in cancelled["statusMessage"]
         assert "result" not in cancelled
-    status, _ = live.api("POST", f"/approvals/{item['id']}/approve", live.keys["bob"], {"note": "late"})
+    status, _ = approve(live, item, "late")
     assert status == 409
     status, run = live.api("GET", f"/runs/{run_id}", live.keys["bob"])
     assert status == 200 and run["status"] == "cancelled"
@@ -210,7 +216,7 @@ async def test_a_task_survives_a_restart_of_every_process_and_then_completes(liv
         task = await get(session, created.task_id)
         assert task["status"] == "working" and task["statusMessage"] == before["statusMessage"]
         item = pending_approval(live, task["_meta"]["io.keelgate/run_id"])
-        status, _ = live.api("POST", f"/approvals/{item['id']}/approve", live.keys["bob"], {"note": "ok"})
+        status, _ = approve(live, item, "ok")
         assert status == 200
         done = await until(session, created.task_id, "completed")
     assert done["result"]["isError"] is False and done["createdAt"] == task["createdAt"]
@@ -310,7 +316,7 @@ async def test_the_sdks_client_resolves_the_task_transparently_once_a_person_app
             _, page = live.api("GET", "/approvals?status=pending", live.keys["bob"])
             mine = [a for a in page["items"] if text in json.dumps(a.get("arguments"))]
             if mine:
-                status, _ = live.api("POST", f"/approvals/{mine[0]['id']}/approve", live.keys["bob"], {})
+                status, _ = approve(live, mine[0], "")
                 assert status == 200
                 return
             time.sleep(0.5)
