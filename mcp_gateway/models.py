@@ -39,3 +39,24 @@ class Upstream(models.Model):
     def spec(self) -> UpstreamSpec:
         """How the official client reaches it."""
         return UpstreamSpec(name=self.name, command=self.command, url=self.url)
+
+
+class CallTask(models.Model):
+    """An MCP task (the Tasks extension) handed to a client for a call that waits for a person.
+
+    Only the handle is stored: which run is the call, and who asked. The task's status and
+    result are read from the run each time (docs/mcp.md, "Tasks"), so the two never drift.
+    """
+
+    task_id = models.CharField(max_length=64, primary_key=True)
+    """Unguessable (``secrets.token_urlsafe``); found only together with its tenant."""
+    tenant_id = models.CharField(max_length=63)
+    run_id = models.CharField(max_length=128)
+    created_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "run_id"], name="mcp_task_run")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.run_id} (task)"

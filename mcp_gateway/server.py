@@ -57,6 +57,8 @@ from mcp_gateway.services import (
     outcome_of,
     upstream_tools,
 )
+from mcp_gateway.task_methods import RUN_META, declares_tasks, install_tasks, task_created
+from mcp_gateway.tasks import task_create
 from tenants.access import require_role
 from tenants.api_auth import verify_key
 from tenants.models import Role
@@ -65,8 +67,6 @@ from tenants.ratelimit import auth_failure_check, auth_failure_hit, ratelimit_hi
 log = logging.getLogger("keelgate.mcp")
 
 _T = TypeVar("_T")
-RUN_META = "io.keelgate/run_id"
-"""``_meta`` of a result: the Keelgate run that is the call (look it up in the console)."""
 _SCOPE_KEY = "keelgate.mcp_caller"
 _POLL_SECONDS = 0.2
 
@@ -78,6 +78,7 @@ class McpCaller:
     user: Any
     tenant_id: str
     key_prefix: str
+    key_id: str = ""
 
 
 async def _db(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
@@ -156,8 +157,8 @@ def _cursor_position(cursor: str | None) -> int:
     return int(number)
 
 
-async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-    """One call: refused, forwarded (a READ), or played by a run and waited for."""
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | dict[str, Any]:
+    """One call: refused, forwarded (a READ), or played by a run and waited for (or a task)."""
     caller = _caller(ctx)
     arguments = dict(params.arguments or {})
     meta = dict(params.meta or {})
@@ -242,6 +243,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return _text(
             f"The call could not be queued ({exc.code}).", error=True, **{"io.keelgate/code": exc.code}
         )
+    if entry.rule is not None and declares_tasks(ctx):  # it waits for a person: a task, at once
+        task = await _db(task_create, tenant_id=caller.tenant_id, run_id=identity.run_id, user=caller.user)
+        return task_created(task)
     waited = await _wait(ctx, caller.tenant_id, identity.run_id)
     return _render(waited, run_id=identity.run_id, replayed=not created)
 
@@ -325,8 +329,17 @@ def _render(outcome: CallOutcome, *, run_id: str | None, replayed: bool) -> type
 
 
 def build_server() -> Server[Any]:
-    """The gateway's low-level server: ``tools/list`` and ``tools/call``."""
-    return Server("keelgate", on_list_tools=list_tools, on_call_tool=call_tool)
+    """The gateway's low-level server: ``tools/list``, ``tools/call`` and the Tasks extension."""
+    server: Server[Any] = Server("keelgate", on_list_tools=list_tools)
+    # Registered by method, not ``on_call_tool``: a call may answer with a task, not only a result.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    install_tasks(
+        server,
+        caller=_caller,
+        render=lambda outcome, run_id: _render(outcome, run_id=run_id, replayed=False),
+        db=_db,
+    )
+    return server
 
 
 class McpEndpoint:
@@ -385,7 +398,12 @@ def _authenticate(scope: dict[str, Any]) -> tuple[McpCaller | None, tuple[int, s
         ratelimit_hit(key_id=verified.key.pk)
     except KeelgateError as exc:
         return None, (exc.http_status or 401, exc.code)
-    return McpCaller(user=verified.user, tenant_id=verified.tenant_id, key_prefix=verified.key.prefix), (
+    return McpCaller(
+        user=verified.user,
+        tenant_id=verified.tenant_id,
+        key_prefix=verified.key.prefix,
+        key_id=str(verified.key.pk),
+    ), (
         200,
         "",
     )

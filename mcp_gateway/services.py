@@ -54,6 +54,7 @@ __all__ = [
     "call_outcome",
     "call_read",
     "call_start",
+    "run_call_outcome",
     "upstream_register",
     "upstream_tools",
 ]
@@ -193,6 +194,11 @@ def call_outcome(*, tenant_id: str, run_id: str) -> CallOutcome:
     run = Run.objects.filter(tenant_id=tenant_id, run_id=run_id).first()
     if run is None:
         raise NotFoundError()
+    return run_call_outcome(run)
+
+
+def run_call_outcome(run: Run) -> CallOutcome:
+    """The outcome of the call that is ``run``, read from its latest checkpoint."""
     state = run_state(run)
     if state is None or not state.actions:
         if run.status == "stopped" or run.status == "cancelled":

@@ -16,10 +16,10 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -63,6 +63,28 @@ class Live:
     keys: dict[str, str]
     ledgers: dict[str, Path]
     env: dict[str, str]
+    log: IO[bytes] | None = None
+    serving: ExitStack = field(default_factory=ExitStack, repr=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        """Serve (``keelgate_serve``: Daphne, a worker, the sequencer) on a new port."""
+        self.process, self.port = self.serving.enter_context(
+            keelgate_serve(self.env, "--password", "pw-demo-123456", stdout=self.log, stderr=self.log)
+        )
+
+    def stop(self) -> None:
+        """Stop every process of the site as Ctrl-C does (SIGTERM: it stops its children too)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            with suppress(subprocess.TimeoutExpired):  # past it, the stack's exit kills it
+                self.process.wait(timeout=60)
+        self.serving.close()
+
+    def restart(self) -> None:
+        """Stop every process, then serve again from the same database."""
+        self.stop()
+        self.start()
 
     @property
     def url(self) -> str:
@@ -244,9 +266,12 @@ def live_gateway(tmp_path: Path, kind: str) -> Iterator[Live]:
                 user: output.strip().splitlines()[-1]
                 for user, output in zip(people, outputs[len(commands) :], strict=True)
             }
-            log = (tmp_path / "serve.log").open("wb")
-            with keelgate_serve(env, "--password", "pw-demo-123456", stdout=log, stderr=log) as (_, port):
-                yield Live(port=port, keys=keys, ledgers=ledgers, env=env)
+            live = Live(port=0, keys=keys, ledgers=ledgers, env=env, log=(tmp_path / "serve.log").open("wb"))
+            try:
+                live.start()
+                yield live
+            finally:
+                live.stop()
         finally:
             web.terminate()
             web.wait(timeout=10)

@@ -5,8 +5,9 @@ database of this pass of the suite (``_live.this_pass``).
 Its setup (a database, a ``keelgate_serve``) takes a while, so every module that asks for
 ``live`` shares it, and marks itself ``pytest.mark.xdist_group("mcp_live")`` so that
 ``make test`` (``--dist loadgroup``) runs them all on one xdist worker, which starts it
-once. A test keeps to arguments of its own and never stops its processes (the SIGKILL
-tests start their own, ``bench/_mcp.py``).
+once. A test keeps to arguments of its own and never kills its processes (the SIGKILL
+tests start their own, ``bench/_mcp.py``); the Tasks test's restart serves again from the
+same database, on a new port that ``live.url`` follows.
 """
 
 import pytest

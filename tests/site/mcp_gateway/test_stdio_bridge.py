@@ -16,17 +16,11 @@ import pytest
 
 from keelgate.contrib.mcp import REPLAYED_META
 from tests.site._serve import ROOT
-from tests.site.mcp_gateway._live import Live, live_gateway
+from tests.site.mcp_gateway._live import Live
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_live")]
 
 KEY_ENV = "KG_BRIDGE_TEST_KEY"
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def live(request, tmp_path_factory):
-    with live_gateway(tmp_path_factory.mktemp(f"bridge-{request.param}"), request.param) as gateway:
-        yield gateway
 
 
 @asynccontextmanager
