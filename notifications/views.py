@@ -41,7 +41,7 @@ from sitekit.console_errors import refusal_or_raise
 from sitekit.errors import ForbiddenError, NotFoundError, WebhookUrlRefusedError
 from sitekit.pages import console_page, flash_refusal
 from tenants.models import Role
-from tenants.selectors import memberships
+from tenants.selectors import admin_tenant_ids, memberships, require_admin_tenants
 
 DELIVERY_EVENTS = (*EVENT_TYPES, TEST_EVENT_TYPE)
 """What the deliveries may be filtered by: every event type, and the admin's test messages."""
@@ -73,24 +73,12 @@ class EditForm(forms.Form):
     description = forms.CharField(max_length=200, required=False)
 
 
-def admin_tenants(request: HttpRequest) -> list[str]:
-    """The tenants whose webhooks the user manages: where they are an admin."""
-    return [slug for slug, m in memberships(request).items() if m.allows(Role.ADMIN)]
-
-
-def _require_admin(request: HttpRequest) -> list[str]:
-    tenants = admin_tenants(request)
-    if not tenants:
-        raise ForbiddenError(Role.ADMIN)
-    return tenants
-
-
 def _endpoint(request: HttpRequest, pk: int) -> WebhookEndpoint:
     """Endpoint ``pk`` of one of the user's tenants (404 otherwise), if they are its admin (403)."""
     endpoint = webhook_endpoint_in(memberships(request), pk)
     if endpoint is None:
         raise NotFoundError()
-    if endpoint.tenant.slug not in admin_tenants(request):
+    if endpoint.tenant.slug not in admin_tenant_ids(request):
         raise ForbiddenError(Role.ADMIN)
     return endpoint
 
@@ -100,7 +88,7 @@ def _delivery(request: HttpRequest, pk: int) -> WebhookDelivery:
     delivery = webhook_delivery_in(memberships(request), pk)
     if delivery is None:
         raise NotFoundError()
-    if delivery.endpoint.tenant.slug not in admin_tenants(request):
+    if delivery.endpoint.tenant.slug not in admin_tenant_ids(request):
         raise ForbiddenError(Role.ADMIN)
     return delivery
 
@@ -135,7 +123,7 @@ def _page(request: HttpRequest, tenants: list[str], form: RegisterForm, status: 
 @console_page
 def webhooks(request: HttpRequest) -> HttpResponse:
     """The admin's tenants: endpoints with their actions, the register form, filtered deliveries."""
-    tenants = _require_admin(request)
+    tenants = require_admin_tenants(request)
     return _page(request, tenants, RegisterForm(tenants=tenants, initial={"tenant": tenants[0]}))
 
 
@@ -143,7 +131,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
 @console_page
 def webhook_register(request: HttpRequest) -> HttpResponse:
     """Register an endpoint; the answer shows its secret once, or the form again (422) with why not."""
-    tenants = _require_admin(request)
+    tenants = require_admin_tenants(request)
     form = RegisterForm(request.POST, tenants=tenants)
     if form.is_valid():
         data = form.cleaned_data

@@ -8,9 +8,18 @@ from django.db.models import F
 from django.http import HttpRequest
 from django.utils import timezone
 
+from sitekit.errors import ForbiddenError
 from tenants.models import ApiKey, Invitation, Membership, Role
 
-__all__ = ["TenantPeople", "admin_tenant_ids", "allows", "memberships", "people_of", "tenant_ids"]
+__all__ = [
+    "TenantPeople",
+    "admin_tenant_ids",
+    "allows",
+    "memberships",
+    "people_of",
+    "require_admin_tenants",
+    "tenant_ids",
+]
 
 
 def memberships(request: HttpRequest) -> dict[str, Membership]:
@@ -39,8 +48,17 @@ def allows(request: HttpRequest, tenant_id: str, role: str) -> bool:
 
 
 def admin_tenant_ids(request: HttpRequest) -> list[str]:
-    """The slugs of the tenants the user is an admin of, sorted (the People and API keys pages)."""
+    """The slugs of the tenants the user is an admin of, sorted (the admin's pages)."""
     return [slug for slug, m in memberships(request).items() if m.allows(Role.ADMIN)]
+
+
+def require_admin_tenants(request: HttpRequest) -> list[str]:
+    """:func:`admin_tenant_ids`, or ForbiddenError (403) if none: the admin's pages
+    (People, API keys, Webhooks) are for admins only."""
+    ids = admin_tenant_ids(request)
+    if not ids:
+        raise ForbiddenError(Role.ADMIN)
+    return ids
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,14 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from keelgate.errors import KeelgateError
-from sitekit.errors import AlreadyAMemberError, ForbiddenError, InvitationInvalidError, NotFoundError
+from sitekit.errors import AlreadyAMemberError, InvitationInvalidError, NotFoundError
 from sitekit.pages import console_page, flash_refusal, hardened
 from tenants.access import require_role
 from tenants.api_keys import api_key_create, api_key_revoke
 from tenants.forms import ROLE_CHOICES, AcceptInvitationForm, AddPersonForm, InviteForm, KeyForm, RoleForm
 from tenants.models import ApiKey, Membership, Role, Tenant
 from tenants.ratelimit import client_address
-from tenants.selectors import admin_tenant_ids, people_of
+from tenants.selectors import people_of, require_admin_tenants
 from tenants.services import (
     invitation_accept,
     invitation_create,
@@ -57,14 +57,6 @@ logout = hardened(auth_views.LogoutView.as_view())
 
 
 # -- the admin's pages: People and API keys -------------------------------------------------
-
-
-def _admin_tenants(request: HttpRequest) -> list[str]:
-    """The tenants the user administers; ForbiddenError (403) if none: the pages are for admins."""
-    ids = admin_tenant_ids(request)
-    if not ids:
-        raise ForbiddenError(Role.ADMIN)
-    return ids
 
 
 def _admin_of(request: HttpRequest, tenant_id: str) -> Tenant:
@@ -101,7 +93,7 @@ def people(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "tenants/people.html",
-        {"tenants": people_of(_admin_tenants(request)), "roles": ROLE_CHOICES},
+        {"tenants": people_of(require_admin_tenants(request)), "roles": ROLE_CHOICES},
     )
 
 
@@ -200,7 +192,7 @@ def person_deactivate(request: HttpRequest, tenant_id: str, user_id: int) -> Htt
 @console_page
 def api_keys(request: HttpRequest) -> HttpResponse:
     """Each tenant the user administers: its keys, with the user each acts as and its last use."""
-    return render(request, "tenants/api_keys.html", {"tenants": people_of(_admin_tenants(request))})
+    return render(request, "tenants/api_keys.html", {"tenants": people_of(require_admin_tenants(request))})
 
 
 @require_POST
@@ -220,7 +212,7 @@ def api_key_create_view(request: HttpRequest, tenant_id: str) -> HttpResponse:
     except KeelgateError as exc:
         _refused(request, exc)
         return redirect("api-keys")
-    context = {"tenants": people_of(_admin_tenants(request)), "new_key": key, "secret": secret}
+    context = {"tenants": people_of(require_admin_tenants(request)), "new_key": key, "secret": secret}
     return render(request, "tenants/api_keys.html", context)
 
 
