@@ -91,7 +91,7 @@ def test_an_edited_mcp_call_is_checked_by_the_upstream_schema_then_forwarded_onc
     retry of the client's call reads) is the edited call's result."""
     ledger = tmp_path / "ledger"
     _, run_id, approval = _waiting(people, ledger, {"to": "ann", "text": "hi"})
-    key = api_key_create(tenant=Tenant.objects.get(slug="t1"), user=people["op"], name="op")[1]
+    key = api_key_create(by="tester", tenant=Tenant.objects.get(slug="t1"), user=people["op"], name="op")[1]
     api = Api(key)
     url = f"/approvals/{approval.pk}/approve"
     shown = api.get(f"/approvals/{approval.pk}").json()
