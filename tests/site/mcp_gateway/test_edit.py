@@ -102,12 +102,21 @@ def test_an_edited_mcp_call_is_checked_by_the_upstream_schema_then_forwarded_onc
         ({"cc": "eve"}, "cc"),
         ({"key": "mine"}, "key"),
     ):
-        response = api.post(url, {"arguments": {**shown["arguments"], **bad}})
+        response = api.post(
+            url, {"arguments_hash": shown["arguments_hash"], "arguments": {**shown["arguments"], **bad}}
+        )
         assert response.status_code == 422, (bad, response.content)
         body = response.json()
         assert body["code"] == "edited_arguments_invalid" and field in json.dumps(body), body
     assert _executions(ledger) == []
-    edited = api.post(url, {"arguments": {"to": "bea", "text": "hello"}, "note": "to bea"})
+    edited = api.post(
+        url,
+        {
+            "arguments_hash": shown["arguments_hash"],
+            "arguments": {"to": "bea", "text": "hello"},
+            "note": "to bea",
+        },
+    )
     assert edited.status_code == 200, edited.content
     body = edited.json()
     assert body["status"] == "approved" and body["edit_of"] == shown["action_id"]
