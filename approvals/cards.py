@@ -31,7 +31,7 @@ from approvals.queue import (
 )
 from approvals.selectors import approvals_for, approvals_of, unknown_outcomes_for
 from keelgate.errors import KeelgateError
-from runs.agents import ToolCard, lookup_label, tool_card
+from runs.agents import ToolCard, ToolCards, lookup_label
 from tenants.models import ROLE_RANK, Role
 
 __all__ = [
@@ -88,11 +88,14 @@ class InboxEntry:
         return "approvals/_approval.html" if self.kind == "approval" else "approvals/_unknown.html"
 
 
-def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEntry:
-    """An approval as ``username`` (with ``role`` in its tenant) sees it."""
+def approval_entry(
+    row: Approval, *, role: str | None, username: str, cards: ToolCards | None = None
+) -> InboxEntry:
+    """An approval as ``username`` (with ``role`` in its tenant) sees it (``cards``: the
+    page's, so that each agent is built once a page)."""
     voted = any(isinstance(v, dict) and v.get("by") == username for v in row.votes or [])
     can_act = row.decidable_by(role)  # approver, or the role an expiry escalated it to
-    card = _card(row)
+    card = _card(row, cards)
     fields = tuple(_edit_fields(row, card)) if can_act and not voted else ()
     upstream, description = _upstream_facts(card)
     return InboxEntry(
@@ -106,10 +109,10 @@ def approval_entry(row: Approval, *, role: str | None, username: str) -> InboxEn
     )
 
 
-def _card(row: Approval | UnknownOutcome) -> ToolCard | None:
+def _card(row: Approval | UnknownOutcome, cards: ToolCards | None) -> ToolCard | None:
     """The card facts of the row's tool; None (the card still renders) if the agent is gone."""
     try:
-        return tool_card(row.agent, row.tool, tenant_id=row.tenant_id)
+        return (cards or ToolCards()).card(row.agent, row.tool, tenant_id=row.tenant_id)
     except KeelgateError:
         return None
 
@@ -133,7 +136,11 @@ def _edit_fields(row: Approval, card: ToolCard | None) -> list[EditField]:
 
 
 def unknown_entry(
-    row: UnknownOutcome, *, role: str | None, approvals: Mapping[tuple[str, str, str], Approval] | None = None
+    row: UnknownOutcome,
+    *,
+    role: str | None,
+    approvals: Mapping[tuple[str, str, str], Approval] | None = None,
+    cards: ToolCards | None = None,
 ) -> InboxEntry:
     """An unknown outcome as a user with ``role`` in its tenant sees it, with its call's
     approval (from ``approvals``, read for a page at once by :func:`approvals_of`, else here)."""
@@ -146,7 +153,7 @@ def unknown_entry(
             label = None
     found = approvals if approvals is not None else approvals_of([row])
     approval = found.get((row.tenant_id, row.run_id, row.action_id))
-    upstream, description = _upstream_facts(_card(row))
+    upstream, description = _upstream_facts(_card(row, cards))
     return InboxEntry(
         "unknown",
         row,
@@ -247,9 +254,10 @@ def inbox_sections(
 ) -> InboxSections:
     """The page's cards in queue order, its totals under the filter and the oldest wait.
 
-    A bounded number of queries whatever the inbox holds: two pages, two totals and the
-    approvals of the unknown outcomes shown (the page and the websocket consumer both
-    render through this).
+    A bounded number of queries whatever the inbox holds: two pages, two totals, the
+    approvals of the unknown outcomes shown, and one per MCP upstream whose calls are shown
+    (its tools: the cards' descriptions and forms). The page and the websocket consumer both
+    render through this.
     """
     ids = list(roles)
     approvals = view.filter.approvals(approvals_for(tenant_ids=ids), now=now)
@@ -258,9 +266,15 @@ def inbox_sections(
     u_page = unknowns_page(unknowns, cursor=view.unknown_after)
     numbers = inbox_numbers(tenant_ids=ids, view=view, now=now)
     asked = approvals_of(u_page.rows)
+    cards = ToolCards()
     return InboxSections(
-        approvals=[approval_entry(r, role=roles.get(r.tenant_id), username=username) for r in a_page.rows],
-        unknowns=[unknown_entry(r, role=roles.get(r.tenant_id), approvals=asked) for r in u_page.rows],
+        approvals=[
+            approval_entry(r, role=roles.get(r.tenant_id), username=username, cards=cards)
+            for r in a_page.rows
+        ],
+        unknowns=[
+            unknown_entry(r, role=roles.get(r.tenant_id), approvals=asked, cards=cards) for r in u_page.rows
+        ],
         approvals_page=a_page,
         unknowns_page=u_page,
         approvals_total=numbers.approvals_total,

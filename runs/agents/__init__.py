@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from keelgate.errors import ConfigurationError, PlannerError
+from keelgate.errors import ConfigurationError, KeelgateError, PlannerError
 from keelgate.gateway import ApprovalPolicy, Tool
 from keelgate.loop import OutcomeConfirmer, Plan, Planner, PlanRequest, StopConditions, Verifier
 from sitekit.errors import UnknownAgentError
@@ -169,6 +169,33 @@ def tool_card(agent: str, tool: str, *, tenant_id: str | None = None) -> ToolCar
         return _card_of(load_agent(agent, tenant_id=tenant_id), tool)
     path = settings.KEELGATE_AGENTS.get(agent)
     return None if path is None else _tool_card(path, agent, tool)
+
+
+class ToolCards:
+    """:func:`tool_card` for one page of cards: each agent is built at most once.
+
+    An agent of a registered source (``mcp:<upstream>``) is read from the database each
+    time it is built; a page of forty cards of one upstream reads it once.
+    """
+
+    def __init__(self) -> None:
+        self._agents: dict[tuple[str, str | None], Agent | KeelgateError] = {}
+
+    def card(self, agent: str, tool: str, *, tenant_id: str | None = None) -> ToolCard | None:
+        """As :func:`tool_card`."""
+        prefix, sep, _ = agent.partition(":")
+        if not (sep and prefix in _sources):
+            return tool_card(agent, tool, tenant_id=tenant_id)
+        key = (agent, tenant_id)
+        if key not in self._agents:
+            try:
+                self._agents[key] = load_agent(agent, tenant_id=tenant_id)
+            except KeelgateError as error:
+                self._agents[key] = error
+        built = self._agents[key]
+        if isinstance(built, KeelgateError):
+            raise built
+        return _card_of(built, tool)
 
 
 def tool_schema(agent: str, tool: str, *, tenant_id: str | None = None) -> dict[str, Any] | None:

@@ -91,3 +91,52 @@ def test_the_inbox_at_ten_thousand_pending_runs_the_same_queries(people, as_user
     with django_assert_num_queries(INBOX_QUERIES - 1):
         body = client.get("/").content.decode()
     assert body.count('class="item approval') == 50 and "<strong>10000</strong> approvals waiting" in body
+
+
+def test_the_inbox_reads_an_mcp_upstream_once_however_many_of_its_calls_wait(people, as_user):
+    """Forty calls of one MCP upstream waiting: the page reads the upstream (its tools, for the
+    cards' descriptions and edit forms) once, as it does for one call."""
+    from datetime import UTC, datetime, timedelta
+
+    from approvals.models import Approval
+    from mcp_gateway.models import Upstream
+
+    Upstream.objects.create(
+        tenant_id="t1",
+        name="mail",
+        command="unused",
+        tools=[
+            {
+                "name": "send",
+                "description": "Send <b>mail</b>.",
+                "inputSchema": {"type": "object", "properties": {"to": {"type": "string"}}},
+            }
+        ],
+        policy={"tools": {"send": {"approval": True}}},
+    )
+    now = datetime.now(UTC)
+
+    def waiting(first: int, count: int) -> None:
+        Approval.objects.bulk_create(
+            Approval(
+                tenant_id="t1",
+                run_id=f"mcp-{i}",
+                action_id="a1",
+                agent="mcp:mail",
+                tool="mail__send",
+                arguments=f'{{"to": "person-{i}"}}',
+                requested_at=now - timedelta(seconds=i),
+            )
+            for i in range(first, first + count)
+        )
+
+    client = as_user("op")
+    waiting(0, 1)
+    one = _count(client, "/")
+    waiting(1, 39)
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get("/").content.decode()
+    assert body.count('class="item approval') == 40
+    assert body.count("Send &lt;b&gt;mail&lt;/b&gt;.") == 40  # the upstream's words, escaped, on each card
+    assert len(queries) == one
+    assert sum("mcp_gateway_upstream" in q["sql"] for q in queries.captured_queries) == 1
