@@ -105,7 +105,7 @@ async def test_a_write_needing_approval_tells_the_agent_a_person_decides_then_re
 
 async def test_a_write_denied_with_a_note_tells_the_agent_who_and_why_and_never_runs(live: Live):
     """Denied through the approvals API with a note: the agent's next identical call is an error
-    (an ``isError`` result, which Pydantic AI hands the model as a failed tool return) saying bob
+    (an ``isError`` result, which Pydantic AI hands the model as a retry: an error tool return) saying bob
     denied it and why; the upstream never ran it."""
     text = f"pai-deny-{uuid.uuid4().hex[:6]}"
     arguments = {"to": "ann", "text": text}
