@@ -1,6 +1,7 @@
 """An MCP call decided in Chromium: the official client's call waits in the inbox, and a
 person approves it, denies it, or edits then approves it; the client gets the outcome and
-the counting upstream ran it once (or never)."""
+the counting upstream ran it once (or never). A Pydantic AI agent's call (a second client
+framework, tests/site/mcp_gateway/_pydantic_ai.py), approved the same way, gets its result."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import expect
+
+from tests.site.mcp_gateway._pydantic_ai import AWAITING, QUEUED, ScriptedModel, run_agent
 
 from . import pages
 from .conftest import ROOT, Server
@@ -24,6 +28,7 @@ from .pages import log_in
 contexts = pages.contexts
 
 UPSTREAM = ROOT / "tests" / "contrib" / "mcp" / "upstream_server.py"
+T = TypeVar("T")
 POLICY = '[tools.send]\nidempotency_argument = "key"\napproval = true\n'
 
 
@@ -72,7 +77,6 @@ class Mcp:
     def call(self, arguments: dict[str, Any]) -> Future[Any]:
         """The official client calls ``mail__send`` in a thread of its own; again while it
         still waits for a person (the same call); the future holds its last result."""
-        future: Future[Any] = Future()
 
         async def run() -> Any:
             from mcp import ClientSession
@@ -92,14 +96,32 @@ class Mcp:
                     return result
             return result
 
-        def work() -> None:
-            try:
-                future.set_result(asyncio.run(run()))
-            except BaseException as exc:
-                future.set_exception(exc)
+        return _in_thread(run)
 
-        threading.Thread(target=work, daemon=True).start()
-        return future
+    def agent_call(self, arguments: dict[str, Any]) -> Future[ScriptedModel]:
+        """A Pydantic AI agent whose scripted model calls ``mail__send`` in a thread of its own, and
+        again while the result says the call waits or is queued; the future holds the model."""
+        model = ScriptedModel([("mail__send", arguments)], again_while=(QUEUED, AWAITING))
+
+        async def run() -> ScriptedModel:
+            await run_agent(f"{self.server.url}/mcp/", self.key, model)
+            return model
+
+        return _in_thread(run)
+
+
+def _in_thread(run: Callable[[], Coroutine[Any, Any, T]]) -> Future[T]:
+    """``run()`` in an event loop of a thread of its own; the future holds what it returned."""
+    future: Future[T] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(asyncio.run(run()))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=work, daemon=True).start()
+    return future
 
 
 @pytest.fixture(scope="module")
@@ -181,4 +203,26 @@ def test_an_mcp_call_edited_in_the_browser_runs_with_the_edited_arguments_once(
     assert mcp.executions(text) == []
     (execution,) = mcp.executions(edited)
     assert execution["arguments"]["to"] == "bea"
+    bob.assert_clean()
+
+
+def test_a_pydantic_ai_agents_call_approved_in_the_browser_returns_the_result_run_once(
+    server: Server, contexts: Any, mcp: Mcp
+) -> None:
+    """A second client framework: a Pydantic AI agent's call waits in the inbox and nothing runs;
+    bob clicks Approve; the agent's model is handed the upstream's result, which ran once."""
+    text = f"pai-approve-{uuid.uuid4().hex[:6]}"
+    arguments = {"to": "ann", "text": text}
+    bob = log_in(contexts(), server, "bob")
+    pending = mcp.agent_call(arguments)
+    card = _card(bob.page, text)
+    expect(card).to_contain_text("mail__send")
+    assert mcp.executions(text) == []
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(card).to_have_count(0)
+    model = pending.result(timeout=180)
+    assert model.errors == [] and all(call == ("mail__send", arguments) for call in model.calls)
+    outcome = model.seen[-1][1]
+    (execution,) = mcp.executions(text)
+    assert isinstance(outcome, dict) and outcome["key"] == execution["arguments"]["key"], outcome
     bob.assert_clean()

@@ -1,89 +1,52 @@
 """The gateway under a second client framework: a Pydantic AI agent, driven by a scripted model.
 
-The agent reaches the live gateway (conftest.py's ``live``) through Pydantic AI's own MCP
-toolset (``MCPToolset``, on FastMCP's client) with nothing Keelgate-specific but the
-Bearer key; its model is a ``FunctionModel`` that calls the tools a test plans and reads
-their results as a model would. Pydantic AI hands the model a result's content, not its
-``_meta``, so the model goes by the result's words: a call that "is queued" or "waits for a
-person's approval" it calls again with the same arguments, as the gateway's answer says to,
-and a replay shows as the first call's result (the gateway's key in it) with the upstream
-still counting one execution.
+The agent (``_pydantic_ai.py``) reaches the live gateway (conftest.py's ``live``) through
+Pydantic AI's own MCP toolset with nothing Keelgate-specific but the Bearer key, and goes
+by the words of the results its model is handed, not their ``_meta``: a call that "is
+queued" or "waits for a person's approval" it calls again with the same arguments, as the
+answer says to. A READ, a WRITE and its replay, and a gated WRITE that a person approves,
+denies, or edits then approves through the approvals API; the upstream's ledger counts the
+executions. Approved in the browser: tests/browser/test_mcp.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.mcp import MCPToolset
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.usage import UsageLimits
+from pydantic_ai.messages import ModelMessage
 
 from tests.site.mcp_gateway._live import Live
+from tests.site.mcp_gateway._pydantic_ai import AGAIN, AWAITING, QUEUED, ScriptedModel, run_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mcp_live")]
-
-QUEUED = "is queued in Keelgate"  # the gateway's words for a call no worker has run yet
-AWAITING = "waits for a person's approval"
-REISSUES = 60  # how often the model re-issues one unsettled call before it gives up
-
-
-class ScriptedModel:
-    """A model that calls the planned tools in turn, each again while its result contains one of
-    ``again_while`` (the gateway's "calling again with the same arguments returns the outcome"),
-    then answers. ``seen`` is every tool result it was given, in order."""
-
-    def __init__(self, plan: list[tuple[str, dict[str, Any]]], again_while: tuple[str, ...] = (QUEUED,)):
-        self.plan = list(plan)
-        self.again_while = again_while
-        self.seen: list[tuple[str, Any]] = []
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-        self._reissued = 0
-
-    async def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        last = messages[-1]
-        returns = (
-            [p for p in last.parts if isinstance(p, ToolReturnPart)] if isinstance(last, ModelRequest) else []
-        )
-        self.seen.extend((p.tool_name, p.content) for p in returns)
-        if returns and self._unsettled(returns[-1].content) and self._reissued < REISSUES:
-            self._reissued += 1
-            await asyncio.sleep(0.5)
-            return self._call(*self.calls[-1])
-        if self.plan:
-            self._reissued = 0
-            return self._call(*self.plan.pop(0))
-        return ModelResponse(parts=[TextPart(f"done after {len(self.calls)} calls")])
-
-    def _unsettled(self, content: Any) -> bool:
-        return isinstance(content, str) and any(words in content for words in self.again_while)
-
-    def _call(self, tool: str, arguments: dict[str, Any]) -> ModelResponse:
-        self.calls.append((tool, arguments))
-        return ModelResponse(parts=[ToolCallPart(tool_name=tool, args=dict(arguments))])
 
 
 async def _run(live: Live, model: ScriptedModel, history: list[ModelMessage] | None = None):
     """One agent run of ``model`` with the gateway as its MCP toolset (alice's key)."""
-    toolset = MCPToolset(live.url, headers={"Authorization": f"Bearer {live.keys['alice']}"})
-    agent = Agent(FunctionModel(model), toolsets=[toolset])
-    return await agent.run(
-        "Use the tools as planned.",
-        message_history=history,
-        usage_limits=UsageLimits(request_limit=None, tool_calls_limit=None),
-    )
+    return await run_agent(live.url, live.keys["alice"], model, history)
+
+
+async def _waiting(live: Live, arguments: dict[str, Any]):
+    """The agent's gated WRITE of ``arguments``: its result tells the model that the call waits for
+    a person and has not run, and that calling again with the same arguments returns the outcome;
+    nothing ran. The run's history and its pending approval (as bob, an approver, sees it)."""
+    asking = ScriptedModel([("gated__send", arguments)])
+    first = await _run(live, asking)
+    assert {tool for tool, _ in asking.seen} == {"gated__send"} and asking.errors == []
+    answer = asking.seen[-1][1]  # after any "queued" answers: a worker had not reached the call yet
+    assert isinstance(answer, str) and answer.startswith("This call " + AWAITING), answer
+    assert "it has not run" in answer and "A person must decide." in answer and answer.endswith(AGAIN), answer
+    assert live.executions("gated", text=arguments["text"]) == []
+    run = re.search(r"\(run ([^)]+)\)", answer)  # the answer names the run a person finds it under
+    assert run, answer
+    status, page = live.api("GET", "/approvals?status=pending&limit=200", live.keys["bob"])
+    assert status == 200
+    (item,) = [a for a in page["items"] if a["run_id"] == run.group(1)]
+    assert item["tool"] == "gated__send" and item["arguments"] == arguments
+    return first.all_messages(), item
 
 
 async def test_a_read_result_reaches_the_model(live: Live):
@@ -121,20 +84,7 @@ async def test_a_write_needing_approval_tells_the_agent_a_person_decides_then_re
     approved result, executed once."""
     text = f"pai-gated-{uuid.uuid4().hex[:6]}"
     arguments = {"to": "ann", "text": text}
-    asking = ScriptedModel([("gated__send", arguments)])
-    first = await _run(live, asking)
-    assert {tool for tool, _ in asking.seen} == {"gated__send"}
-    answer = asking.seen[-1][1]  # after any "queued" answers: a worker had not reached the call yet
-    assert isinstance(answer, str)
-    assert "person must decide" in answer and "same arguments" in answer, answer
-    assert live.executions("gated", text=text) == []
-
-    run = re.search(r"\(run ([^)]+)\)", answer)  # the answer names the run a person finds it under
-    assert run, answer
-    status, page = live.api("GET", "/approvals?status=pending&limit=200", live.keys["bob"])
-    assert status == 200
-    (item,) = [a for a in page["items"] if a["run_id"] == run.group(1)]
-    assert item["tool"] == "gated__send" and item["arguments"]["text"] == text
+    history, item = await _waiting(live, arguments)
     status, _ = live.api(
         "POST",
         f"/approvals/{item['id']}/approve",
@@ -145,9 +95,66 @@ async def test_a_write_needing_approval_tells_the_agent_a_person_decides_then_re
 
     # Approved, the worker forwards it: until then the call still reads as waiting or queued.
     resuming = ScriptedModel([("gated__send", arguments)], again_while=(QUEUED, AWAITING))
-    await _run(live, resuming, history=first.all_messages())
+    await _run(live, resuming, history=history)
     assert {call for call, _ in resuming.calls} == {"gated__send"}
     assert all(args == arguments for _, args in resuming.calls)
     outcome = resuming.seen[-1][1]
     (execution,) = live.executions("gated", text=text)
     assert isinstance(outcome, dict) and outcome["key"] == execution["arguments"]["key"], outcome
+
+
+async def test_a_write_denied_with_a_note_tells_the_agent_who_and_why_and_never_runs(live: Live):
+    """Denied through the approvals API with a note: the agent's next identical call is an error
+    (an ``isError`` result, which Pydantic AI hands the model as a retry: an error tool return) saying bob
+    denied it and why; the upstream never ran it."""
+    text = f"pai-deny-{uuid.uuid4().hex[:6]}"
+    arguments = {"to": "ann", "text": text}
+    history, item = await _waiting(live, arguments)
+    status, _ = live.api(
+        "POST", f"/approvals/{item['id']}/deny", live.keys["bob"], {"note": "not to ann today"}
+    )
+    assert status == 200
+
+    resuming = ScriptedModel([("gated__send", arguments)], again_while=(QUEUED, AWAITING))
+    result = await _run(live, resuming, history=history)
+    assert all(call == ("gated__send", arguments) for call in resuming.calls)
+    assert all(isinstance(c, str) and (QUEUED in c or AWAITING in c) for _, c in resuming.seen), resuming.seen
+    (denial,) = resuming.errors
+    assert denial[0] == "gated__send"
+    assert "Denied by bob: not to ann today. The call was not forwarded." in denial[1], denial
+    assert result.output == f"done after {len(resuming.calls)} calls"
+    assert live.executions("gated", text=text) == []
+
+
+async def test_a_write_edited_then_approved_runs_the_edited_arguments_once_and_the_agent_gets_it(live: Live):
+    """Edited then approved through the approvals API (new arguments, with the shown arguments'
+    hash): the upstream runs the edited call once and never the proposed one; the agent's next
+    identical call (the proposed arguments) returns the edited call's result, and calling once
+    more gets the same result back, still one execution."""
+    text = f"pai-edit-{uuid.uuid4().hex[:6]}"
+    edited = f"{text}-edited"
+    arguments = {"to": "ann", "text": text}
+    history, item = await _waiting(live, arguments)
+    status, body = live.api(
+        "POST",
+        f"/approvals/{item['id']}/approve",
+        live.keys["bob"],
+        {
+            "arguments_hash": item["arguments_hash"],
+            "arguments": {"to": "bea", "text": edited},
+            "note": "to bea",
+        },
+    )
+    assert status == 200 and body["status"] == "approved" and body["edit_of"] == item["action_id"], body
+
+    resuming = ScriptedModel([("gated__send", arguments)] * 2, again_while=(QUEUED, AWAITING))
+    await _run(live, resuming, history=history)
+    assert all(call == ("gated__send", arguments) for call in resuming.calls)
+    assert resuming.errors == []
+    *_, outcome, again = [content for _, content in resuming.seen]
+    assert live.executions("gated", text=text) == []
+    (execution,) = live.executions("gated", text=edited)
+    assert execution["arguments"]["to"] == "bea"
+    assert isinstance(outcome, dict) and outcome["key"] == execution["arguments"]["key"], outcome
+    assert again == outcome
+    assert len(live.executions("gated", text=edited)) == 1
