@@ -112,7 +112,7 @@ class CosignerKey:
 @dataclass(frozen=True)
 class Cosignature:
     """A witness's cosignature that verified: whose, when it was made (POSIX seconds), and
-    its signature line as the witness wrote it (no newline)."""
+    its signature line (no newline), its base64 written afresh from the bytes that verified."""
 
     key: CosignerKey
     timestamp: int
@@ -200,7 +200,7 @@ def verify_cosignatures(text: str, lines: list[str], keys: list[CosignerKey]) ->
         except InvalidSignature as exc:
             raise NoteError(f"cosignature by {name} does not verify") from exc
         if all(c.key != key for c in found):
-            found.append(Cosignature(key, timestamp, line))
+            found.append(Cosignature(key, timestamp, f"{_DASH}{name} {_b64(raw)}"))
     return found
 
 
