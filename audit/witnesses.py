@@ -226,16 +226,20 @@ def deliver(witness: Witness, tenant_id: str, *, now: datetime | None = None) ->
         WitnessState.objects.filter(pk=state.pk).update(claimed_until=None)
         return None
     attempt = _Attempt(old=state.size)
-    for _ in range(1 + RESYNCS):
-        outcome = _ask(witness, checkpoint, attempt.old)
-        if isinstance(outcome, _Resync):
-            attempt.resyncs.append(outcome.size)
-            attempt.old = outcome.size
-            continue
-        attempt.outcome = outcome
-        break
-    else:
-        attempt.outcome = _Failed(409, f"the witness changed its size {RESYNCS + 1} times in one attempt")
+    try:
+        for _ in range(1 + RESYNCS):
+            outcome = _ask(witness, checkpoint, attempt.old)
+            if isinstance(outcome, _Resync):
+                attempt.resyncs.append(outcome.size)
+                attempt.old = outcome.size
+                continue
+            attempt.outcome = outcome
+            break
+        else:
+            attempt.outcome = _Failed(409, f"the witness changed its size {RESYNCS + 1} times in one attempt")
+    except Exception as exc:  # our side broke (a proof's node unreadable): back off, as for the far side
+        log.exception("witness %s, tenant %s: the attempt failed here", witness.key.name, tenant_id)
+        attempt.outcome = _Failed(None, f"the site could not make the request: {type(exc).__name__}")
     return _record(witness, state, checkpoint, attempt, now)
 
 

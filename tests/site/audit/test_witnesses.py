@@ -181,3 +181,17 @@ def test_the_cosigned_note_still_opens_with_the_site_key(witness):
     assert signers == [log_verifier_key(TENANT)] and checkpoint.note.startswith(text)
     with pytest.raises(NoteError):
         open_note(note, [])
+
+
+def test_the_admin_shows_each_witness_state_read_only(witness, client, django_user_model):
+    """Django's admin lists the state (size, failures, last status) and offers no change."""
+    _append(1)
+    witness_pass()
+    admin = django_user_model.objects.create_superuser("root", password="pw-root-123456")
+    client.force_login(admin)
+    listed = client.get("/admin/audit/witnessstate/")
+    assert listed.status_code == 200 and witness.name in listed.content.decode()
+    state = _state()
+    assert client.get(f"/admin/audit/witnessstate/{state.pk}/delete/").status_code == 403
+    assert client.post(f"/admin/audit/witnessstate/{state.pk}/change/", {"size": 0}).status_code == 403
+    assert _state().size == state.size
