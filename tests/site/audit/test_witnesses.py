@@ -8,17 +8,22 @@ cosigned, answers 409 with its size to a stale ``old``, and cosigns with ``cosig
 
 from __future__ import annotations
 
+import io
 import logging
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.db import connections
 from django.utils import timezone
 
 from audit.checkpoints import cosigned_note, latest_checkpoint, log_verifier_key, sign_checkpoint
 from audit.models import Checkpoint, WitnessCosignature, WitnessState
 from audit.wiring import audit_log
-from audit.witnesses import BACKOFF, add_checkpoint_body, configured_witnesses, witness_pass
+from audit.witnesses import BACKOFF, add_checkpoint_body, configured_witnesses, serve, witness_pass
 from keelgate.audit import CosignerKey, NoteError, note_cosignatures, open_note
 from tests.interop.go_reference import GoWitness
 
@@ -195,3 +200,41 @@ def test_the_admin_shows_each_witness_state_read_only(witness, client, django_us
     assert client.get(f"/admin/audit/witnessstate/{state.pk}/delete/").status_code == 403
     assert client.post(f"/admin/audit/witnessstate/{state.pk}/change/", {"size": 0}).status_code == 403
     assert _state().size == state.size
+
+
+def test_the_witness_thread_cosigns_each_new_checkpoint_until_stopped(witness):
+    """``serve`` (keelgate_sequencer's witness thread) sends checkpoints as they are signed."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(stop, poll=0.02)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        for count in (2, 3):
+            size = _append(count)
+            deadline = time.monotonic() + 30
+            while not WitnessCosignature.objects.filter(checkpoint__size=size).exists():
+                assert time.monotonic() < deadline, f"size {size} was not cosigned"
+                time.sleep(0.02)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive() and not errors, errors
+    assert _state().size == 5
+
+
+def test_the_sequencer_command_once_also_sends_to_the_witnesses(witness):
+    """``keelgate_sequencer --once`` signs, then makes one witness pass, and says so."""
+    log = audit_log()
+    log.record(TENANT, actor="agent", kind="note", body={"n": 1})
+    out = io.StringIO()
+    call_command("keelgate_sequencer", "--once", stdout=out)
+    assert "signed 1 checkpoints" in out.getvalue() and "witnesses: 1 cosigned, 0 failed" in out.getvalue()
