@@ -62,3 +62,17 @@ def test_the_history_and_the_export_carry_the_cosignatures(client, witness, pend
     bundle = client.get("/audit/export").json()
     report = verify_bundle(bundle, vkey=log_verifier_key("t1"), witnesses=[key])
     assert [c.key for c in report.cosignatures] == [key]
+
+
+def test_the_console_checkpoints_page_names_the_witness_as_a_signer(operator, witness):
+    """The Checkpoints page's "Signed by" lists the site's key and the witness that cosigned."""
+    from django.test import Client
+
+    checkpoint = sign_checkpoint("t1")
+    witness_pass()
+    browser = Client()
+    browser.force_login(operator)
+    page = browser.get("/audit/t1/checkpoints/").content.decode()
+    row = page[page.index(f'id="cp-{checkpoint.size}"') :]
+    row = row[: row.index("</tr>")]
+    assert f"{log_verifier_key('t1').name}, {witness.name}" in row
