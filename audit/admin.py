@@ -12,7 +12,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from audit.models import AuditEvent
+from audit.models import AuditEvent, WitnessState
 from audit.selectors import audit_verify
 
 
@@ -55,3 +55,34 @@ class AuditEventAdmin(admin.ModelAdmin):
                     f"tenant={tenant_id} BROKEN at seq={report.first_bad_seq} reason={report.reason}",
                     messages.ERROR,
                 )
+
+
+@admin.register(WitnessState)
+class WitnessStateAdmin(admin.ModelAdmin):
+    """How each witness is doing with each tenant's log (``audit.witnesses``): read only, as
+    the sequencer's witness thread is its one writer."""
+
+    list_display = ("tenant_id", "witness", "size", "cosigned_at", "failures", "last_status", "due_at")
+    list_filter = ("witness",)
+    readonly_fields = (
+        "tenant_id",
+        "witness",
+        "key_id",
+        "size",
+        "cosigned_at",
+        "failures",
+        "last_attempt_at",
+        "last_status",
+        "last_error",
+        "due_at",
+        "claimed_until",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 from pydantic import Field
 
-from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key
+from audit.checkpoints import cosigned_note, latest_checkpoint, log_origin, log_verifier_key
 from audit.exports import MAX_PREVIOUS, export_bundle
 from audit.proofs import consistency, inclusion
 from audit.schemas import (
@@ -134,8 +134,10 @@ def head(request: HttpRequest, tenant: TenantQuery = None) -> ChainDigestOut:
     response=responses({}, READ_ERRORS),  # 200 is text/plain, documented below
     summary="Get the latest signed checkpoint",
     description=(
-        "The tenant's newest C2SP `tlog-checkpoint`, as a C2SP signed note (`text/plain`, exactly "
-        "as signed). Verify it with `GET /audit/key`. 404 `not_found` before the first checkpoint."
+        "The tenant's newest C2SP `tlog-checkpoint`, as a C2SP signed note (`text/plain`): as signed, "
+        "then a C2SP `cosignature/v1` line per witness that cosigned it (`KEELGATE_AUDIT_WITNESSES`). "
+        "Verify it with `GET /audit/key` (a verifier skips lines of keys it does not know), and the "
+        "cosignatures with the witnesses' keys. 404 `not_found` before the first checkpoint."
     ),
     openapi_extra={
         "responses": {200: {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}}
@@ -146,7 +148,7 @@ def checkpoint(request: HttpRequest, tenant: TenantQuery = None) -> HttpResponse
     latest = latest_checkpoint(caller.tenant_id)
     if latest is None:
         raise NotFoundError("no checkpoint yet")
-    return HttpResponse(latest.note, content_type="text/plain; charset=utf-8")
+    return HttpResponse(cosigned_note(latest), content_type="text/plain; charset=utf-8")
 
 
 @router.get(

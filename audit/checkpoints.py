@@ -4,6 +4,9 @@ A checkpoint is signed under the tenant's head lock from the head it reads, and 
 only ever grows by appending leaves (``audit.tree``), so every two checkpoints the site
 signs are consistent: the smaller tree is a prefix of the larger. Every checkpoint is
 stored. The verifier key is published in the signed-note form Go's ``sumdb/note`` reads.
+A checkpoint is served with the cosignatures witnesses gave it (``audit.witnesses``) as
+further signature lines (:func:`cosigned_note`), which a verifier that does not know the
+witness skips.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from audit.wiring import integrate_pending
 from keelgate.audit import Checkpoint as CheckpointBody
 from keelgate.audit import VerifierKey, format_checkpoint, sign_note, verifier_key
 
-__all__ = ["latest_checkpoint", "log_origin", "log_verifier_key", "sign_checkpoint"]
+__all__ = ["cosigned_note", "latest_checkpoint", "log_origin", "log_verifier_key", "sign_checkpoint"]
 
 
 def log_origin(tenant_id: str) -> str:
@@ -37,6 +40,13 @@ def log_verifier_key(tenant_id: str) -> VerifierKey:
 def latest_checkpoint(tenant_id: str) -> Checkpoint | None:
     """The tenant's newest signed checkpoint."""
     return Checkpoint.objects.filter(tenant_id=tenant_id).order_by("-size").first()
+
+
+def cosigned_note(checkpoint: Checkpoint) -> str:
+    """The checkpoint's note with a signature line per witness cosignature stored for it
+    (prefetch ``cosignatures`` to read many without a query each)."""
+    lines = sorted(checkpoint.cosignatures.all(), key=lambda c: (c.witness, c.key_id))
+    return checkpoint.note + "".join(f"{c.line}\n" for c in lines)
 
 
 def sign_checkpoint(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key, sign_checkpoint
+from audit.checkpoints import cosigned_note, latest_checkpoint, log_origin, log_verifier_key, sign_checkpoint
 from audit.models import AuditEvent as EventRow
 from audit.models import Checkpoint
 from audit.retired import first_kept
@@ -76,7 +76,7 @@ def export_bundle(
         tenant_id=tenant_id,
         origin=log_origin(tenant_id),
         vkey=log_verifier_key(tenant_id),
-        note=checkpoint.note,
+        note=cosigned_note(checkpoint),
         events=events,
         read=node_reader(tenant_id),
         consistency_from=sizes,

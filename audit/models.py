@@ -138,3 +138,63 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} checkpoint {self.size}"
+
+
+class WitnessCosignature(models.Model):
+    """A witness's C2SP ``cosignature/v1`` on one checkpoint, verified with the witness's key
+    before it was stored (``audit.witnesses``); served as an extra signature line of the note."""
+
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="cosignatures")
+    witness = models.CharField(max_length=200)
+    """The witness key's name."""
+    key_id = models.CharField(max_length=8)
+    """The witness key's id, hex."""
+    timestamp = models.BigIntegerField()
+    """When the witness signed, POSIX seconds (the cosignature carries it)."""
+    line = models.TextField()
+    """The signature line as the witness sent it, ``— <name> <base64>`` (no newline)."""
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["checkpoint", "witness", "key_id"], name="audit_cosignature_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.checkpoint} cosigned by {self.witness}"
+
+
+class WitnessState(models.Model):
+    """What the site knows of one witness for one tenant's log: the size it last cosigned,
+    and the delivery's attempts (``audit.witnesses``). Claimed under a lease while a request
+    is out, so two sequencers never send one witness the same tenant's checkpoint at once."""
+
+    tenant_id = models.CharField(max_length=63)
+    witness = models.CharField(max_length=200)
+    key_id = models.CharField(max_length=8)
+    size = models.BigIntegerField(default=0)
+    """The tree size the witness last cosigned (0: none yet), as it last told us: the next
+    request's ``old`` size, the consistency proof's start."""
+    due_at = models.DateTimeField(null=True, blank=True)
+    """No attempt before this (a backoff after a failure); null: as soon as there is a checkpoint."""
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    """A sender holds the row until then; a sender that died lets it lapse."""
+    failures = models.PositiveIntegerField(default=0)
+    """Failed attempts since the last cosignature: the backoff step."""
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    """The HTTP status of the last answer; null when there was none (refused, timed out)."""
+    last_error = models.TextField(default="", blank=True)
+    """Why the last attempt failed ("" after a cosignature)."""
+    cosigned_at = models.DateTimeField(null=True, blank=True)
+    """When the last cosignature was stored."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant_id", "witness", "key_id"], name="audit_witness_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} at witness {self.witness}"

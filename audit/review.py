@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from pydantic import ValidationError
 
+from audit.checkpoints import cosigned_note
 from audit.models import LEGACY_CHAIN, Checkpoint
 from audit.models import AuditEvent as EventRow
 from audit.presentation import AuditRow, audit_rows
@@ -258,8 +259,8 @@ def checkpoint_entries(checkpoints: list[Checkpoint]) -> list[CheckpointEntry]:
             root=c.root,
             signed_at=c.signed_at,
             origin=c.note.split("\n", 1)[0],
-            signers=_signers(c.note),
-            note=c.note,
+            signers=_signers(cosigned_note(c)),
+            note=cosigned_note(c),
         )
         for c in checkpoints
     ]

@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
 )
 
+from audit.checkpoints import cosigned_note
 from audit.models import LEGACY_CHAIN, Checkpoint
 from audit.models import AuditEvent as EventRow
 from audit.selectors import AUDIT_EVENTS, QUALIFIERS
@@ -193,7 +194,12 @@ class SignedCheckpointOut(BaseModel):
     size: int
     root: str = Field(description="The tree's root at `size`, base64 (as in the note).")
     signed_at: str
-    note: str = Field(description="The C2SP signed note exactly as signed.")
+    note: str = Field(
+        description=(
+            "The C2SP signed note as signed, then a `cosignature/v1` signature line per witness that "
+            "cosigned it."
+        )
+    )
 
 
 class SignedCheckpointPageOut(BaseModel):
@@ -323,7 +329,7 @@ def checkpoint_out(row: Checkpoint) -> SignedCheckpointOut:
         size=row.size,
         root=base64.b64encode(bytes.fromhex(row.root)).decode(),
         signed_at=row.signed_at.isoformat(),
-        note=row.note,
+        note=cosigned_note(row),
     )
 
 

@@ -279,5 +279,5 @@ CHECKPOINTS = Listing(Keyset(Checkpoint, "size")).reversed()
 
 def audit_checkpoints(*, tenant_id: str, before: int | None = None, limit: int) -> Page[Checkpoint]:
     """A page of the tenant's checkpoints, newest first, smaller than ``before``."""
-    rows = Checkpoint.objects.filter(tenant_id=tenant_id)
+    rows = Checkpoint.objects.filter(tenant_id=tenant_id).prefetch_related("cosignatures")
     return CHECKPOINTS.page(rows, None, after=None if before is None else (before,), limit=limit)

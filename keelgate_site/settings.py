@@ -323,6 +323,19 @@ KEELGATE_AUDIT_ORIGIN = os.environ.get(
 KEELGATE_AUDIT_CHECKPOINT_INTERVAL = float(os.environ.get("KEELGATE_AUDIT_CHECKPOINT_INTERVAL", "0.5"))
 """Seconds between two signed checkpoints of one tenant while its events arrive."""
 
+KEELGATE_AUDIT_WITNESSES = [
+    w.strip()
+    for w in os.environ.get("KEELGATE_AUDIT_WITNESSES", "").replace("\n", ",").split(",")
+    if w.strip()
+]
+"""Witnesses each new checkpoint is sent to (C2SP ``tlog-witness`` ``add-checkpoint``), keeping
+their cosignatures: comma-separated, each ``<submission URL> <witness vkey>``, the URL the
+witness's submission prefix (Keelgate POSTs to ``<URL>/add-checkpoint``) and the vkey its
+``cosignature/v1`` key, ``name+keyid+base64``. None by default. Each tenant's origin and the
+site's verifier key must be known to the witness (``keelgate_sequencer`` sends; audit.witnesses)."""
+KEELGATE_AUDIT_WITNESS_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_AUDIT_WITNESS_TIMEOUT_SECONDS", "10"))
+"""Seconds one ``add-checkpoint`` request to a witness may take (to connect, and for each read)."""
+
 # -- Email (notifications/emails/) ------------------------------------------------------
 
 EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")

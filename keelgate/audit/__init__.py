@@ -2,7 +2,8 @@
 
 Events written before the tree link into one sha256 hash chain per tenant; every event
 is a leaf of an RFC 6962 tree (its RFC 8785 bytes, :func:`leaf_bytes`), whose roots are
-signed as C2SP checkpoints (:func:`sign_note`, :func:`format_checkpoint`) and whose
+signed as C2SP checkpoints (:func:`sign_note`, :func:`format_checkpoint`; a witness's
+``cosignature/v1`` on one checks with :func:`note_cosignatures`) and whose
 inclusion and consistency proofs (:func:`inclusion_proof`, :func:`consistency_proof`)
 check here and with Go's ``sumdb/tlog``. A bundle of events with its checkpoint and
 proofs (:func:`build_bundle`) is checked offline by :func:`verify_bundle`, as
@@ -63,13 +64,19 @@ from keelgate.audit._merkle import (
 )
 from keelgate.audit._note import (
     Checkpoint,
+    Cosignature,
+    CosignerKey,
     NoteError,
     VerifierKey,
+    cosign,
+    cosigner_key,
     format_checkpoint,
+    note_cosignatures,
     open_note,
     parse_checkpoint,
     sign_note,
     verifier_key,
+    verify_cosignatures,
 )
 from keelgate.audit._protocol import AuditLog, RecordingAuditLog
 from keelgate.audit._sqlite import SqliteAuditLog
@@ -87,6 +94,8 @@ __all__ = [
     "BundleReport",
     "ChainReport",
     "Checkpoint",
+    "Cosignature",
+    "CosignerKey",
     "HashReader",
     "InMemoryAuditLog",
     "NoteError",
@@ -101,6 +110,8 @@ __all__ = [
     "check_inclusion",
     "compute_hash",
     "consistency_proof",
+    "cosign",
+    "cosigner_key",
     "encode_body",
     "fast_canonical",
     "format_at",
@@ -114,6 +125,7 @@ __all__ = [
     "linked_parts",
     "new_nodes",
     "node_hash",
+    "note_cosignatures",
     "object_leaf_hash",
     "open_note",
     "page_in_stored_form",
@@ -129,5 +141,6 @@ __all__ = [
     "verify",
     "verify_bundle",
     "verify_chain",
+    "verify_cosignatures",
     "verify_rows",
 ]

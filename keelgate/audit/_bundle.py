@@ -51,7 +51,15 @@ from keelgate.audit._merkle import (
     range_proof,
     root_from_range,
 )
-from keelgate.audit._note import NoteError, VerifierKey, open_note, parse_checkpoint
+from keelgate.audit._note import (
+    Cosignature,
+    CosignerKey,
+    NoteError,
+    VerifierKey,
+    note_cosignatures,
+    open_note,
+    parse_checkpoint,
+)
 
 __all__ = ["BUNDLE_FORMAT", "BundleError", "BundleReport", "build_bundle", "verify_bundle"]
 
@@ -101,7 +109,9 @@ class BundleError(ValueError):
       ``previous_checkpoint`` (not a checkpoint), ``previous_origin``, ``previous_larger``
       (the log shrank: truncated or rolled back), ``no_consistency_proof`` (the bundle
       cannot show it: export it again with that checkpoint), ``inconsistent`` (the log
-      was rewritten since).
+      was rewritten since);
+    - with witness keys: ``cosignature`` (the checkpoint carries no cosignature by a
+      witness named, or one that does not verify: the detail names every such witness).
 
     ``seq`` names the first bad event where there is one.
     """
@@ -118,7 +128,8 @@ class BundleReport:
     """What :func:`verify_bundle` checked: the events ``from_seq..to_seq`` of
     ``tenant_id`` are the leaves the checkpoint of ``size`` leaves and ``root`` says,
     signed by ``signer`` (pinned by the caller, or the bundle's own key); and, when a
-    previous checkpoint was given, that its tree of ``previous_size`` is a prefix.
+    previous checkpoint was given, that its tree of ``previous_size`` is a prefix; and,
+    when witness keys were given, each witness's ``cosignatures`` on the checkpoint.
     """
 
     tenant_id: str
@@ -130,6 +141,7 @@ class BundleReport:
     signer: VerifierKey
     pinned: bool
     previous_size: int | None = None
+    cosignatures: tuple[Cosignature, ...] = ()
 
     @property
     def events(self) -> int:
@@ -204,6 +216,7 @@ def verify_bundle(
     vkey: VerifierKey | None = None,
     previous: str | None = None,
     progress: Callable[[int], None] | None = None,
+    witnesses: Sequence[CosignerKey] = (),
 ) -> BundleReport:
     """Check a bundle (its JSON text, or the object) with the engine alone; raise
     :class:`BundleError` at the first check it fails.
@@ -213,7 +226,8 @@ def verify_bundle(
     auditor kept earlier: the bundle's must be of a tree it is a prefix of, shown from the
     bundle's events when they start at seq 1 and reach its size, else by the bundle's
     consistency proof from its size. ``progress`` is called with the number of events
-    checked, every 100,000.
+    checked, every 100,000. ``witnesses`` are the keys of witnesses the auditor trusts:
+    the checkpoint must carry a ``cosignature/v1`` by each that verifies.
     """
     data = _load(bundle) if isinstance(bundle, (str, bytes)) else bundle
     shape = _Shape.check(data)
@@ -256,6 +270,7 @@ def verify_bundle(
     previous_size = None
     if previous is not None:
         previous_size = _check_previous(previous, key, shape, checkpoint.size, checkpoint.root, leaves)
+    cosignatures = _check_cosignatures(shape.checkpoint, witnesses)
     return BundleReport(
         shape.tenant_id,
         shape.origin,
@@ -266,7 +281,27 @@ def verify_bundle(
         key,
         pinned,
         previous_size,
+        cosignatures,
     )
+
+
+def _check_cosignatures(note: str, witnesses: Sequence[CosignerKey]) -> tuple[Cosignature, ...]:
+    """Each witness's verified cosignature on ``note``; a :class:`BundleError` naming every
+    witness whose cosignature is missing or does not verify."""
+    found: list[Cosignature] = []
+    failed: list[str] = []
+    for witness in witnesses:
+        try:
+            mine = note_cosignatures(note, [witness])
+        except NoteError as exc:
+            failed.append(f"{witness.name} {witness.key_id.hex()}: {exc}")
+            continue
+        if not mine:
+            failed.append(f"{witness.name} {witness.key_id.hex()}: no cosignature by this witness")
+        found.extend(mine)
+    if failed:
+        raise BundleError("cosignature", "witness cosignatures did not check: " + "; ".join(failed))
+    return tuple(found)
 
 
 # -- the shape ----------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from keelgate.audit._bundle import BundleError, BundleReport, verify_bundle
-from keelgate.audit._note import NoteError, VerifierKey
+from keelgate.audit._note import CosignerKey, NoteError, VerifierKey
 
 __all__ = ["main"]
 
@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m keelgate.audit.verify",
         description=(
             "Check an audit bundle with no database and no Django: the checkpoint's signature, "
-            "every event as a leaf, the tree's root, and consistency with a checkpoint kept earlier. "
+            "every event as a leaf, the tree's root, consistency with a checkpoint kept earlier, "
+            "and the cosignatures of the witnesses named. "
             "Exit 0 if it verifies, 1 naming the first bad event and why, 2 for unreadable input."
         ),
     )
@@ -40,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
         "--previous",
         metavar="CHECKPOINT_FILE",
         help="a signed checkpoint you kept earlier: the bundle's must extend its tree",
+    )
+    parser.add_argument(
+        "--witness-key",
+        metavar="KEY",
+        action="append",
+        default=[],
+        help="a witness's cosignature/v1 key (name+keyid+base64, signature type 0x04) or a file "
+        "holding it; the checkpoint must carry a cosignature by it that verifies (repeatable)",
     )
     return parser
 
@@ -69,6 +78,13 @@ def _vkey(text: str) -> VerifierKey:
         raise _Unreadable(f"--vkey: {exc}") from exc
 
 
+def _witness_key(text: str) -> CosignerKey:
+    try:
+        return CosignerKey.parse(_text(text) if Path(text).is_file() else text)
+    except NoteError as exc:
+        raise _Unreadable(f"--witness-key: {exc}") from exc
+
+
 def _ok_line(report: BundleReport) -> str:
     count = f"{report.events} event{'s' if report.events != 1 else ''}"
     line = (
@@ -77,6 +93,8 @@ def _ok_line(report: BundleReport) -> str:
     )
     if report.previous_size is not None:
         line += f", consistent with the checkpoint of size {report.previous_size}"
+    for cosigned in report.cosignatures:
+        line += f", cosigned by {cosigned.key.name} {cosigned.key.key_id.hex()} at {cosigned.timestamp}"
     return line
 
 
@@ -88,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = _bytes(args.file)
         previous = _text(args.previous) if args.previous else None
         vkey = _vkey(args.vkey) if args.vkey else None
+        witnesses = [_witness_key(text) for text in args.witness_key]
     except _Unreadable as exc:
         print(f"error: {exc}", file=err)
         return USAGE_ERROR
@@ -96,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"... {done} events checked", file=err, flush=True)
 
     try:
-        report = verify_bundle(data, vkey=vkey, previous=previous, progress=progress)
+        report = verify_bundle(data, vkey=vkey, previous=previous, progress=progress, witnesses=witnesses)
     except BundleError as exc:
         print(f"FAIL: {exc} [{exc.reason}]", file=err)
         return 1

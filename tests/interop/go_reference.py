@@ -10,6 +10,10 @@ temporary folder; only its source is in the repository.
 Without them, :func:`require_go` skips the calling test, and fails it when ``CI=true``
 (``.ci/run`` installs both). Used by ``tests/integration/test_go_reference.py`` on the
 engine's proofs; a site test can hand it what the product's API serves.
+
+``tlogwitness/main.go`` is a C2SP ``tlog-witness`` on the same libraries, built the same
+way (:func:`tlogwitness`; :class:`GoWitness` runs one): the far side of the site's witness
+client, judged by Go's ``note.Open`` and ``tlog.CheckTree``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ GOPATH = Path("/usr/share/gocode")
 """Where Debian's golang-*-dev packages put Go sources (golang.org/x/mod among them)."""
 X_MOD = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb"
 SOURCE = Path(__file__).resolve().parent / "tlogcheck" / "main.go"
+WITNESS_SOURCE = Path(__file__).resolve().parent / "tlogwitness" / "main.go"
 
 
 def require_go() -> None:
@@ -54,15 +59,25 @@ def require_go() -> None:
 @functools.cache
 def tlogcheck() -> Path:
     """The built checker, compiled on the first call of this process (skips or fails without Go)."""
+    return _build(SOURCE, "tlogcheck")
+
+
+@functools.cache
+def tlogwitness() -> Path:
+    """The built witness, compiled on the first call of this process (skips or fails without Go)."""
+    return _build(WITNESS_SOURCE, "tlogwitness")
+
+
+def _build(source: Path, name: str) -> Path:
     require_go()
-    folder = Path(tempfile.mkdtemp(prefix="keelgate-tlogcheck-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"keelgate-{name}-"))
     atexit.register(shutil.rmtree, folder, True)
     env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "CGO_ENABLED": "0"}
     if not any(os.environ.get(name) for name in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
         env["GOCACHE"] = str(folder / "cache")  # go refuses to build with no cache folder
-    binary = folder / "tlogcheck"
+    binary = folder / name
     built = subprocess.run(
-        ["go", "build", "-o", str(binary), str(SOURCE)],
+        ["go", "build", "-o", str(binary), str(source)],
         env=env,
         capture_output=True,
         text=True,
@@ -70,7 +85,7 @@ def tlogcheck() -> Path:
         check=False,
     )
     if built.returncode != 0:
-        raise RuntimeError(f"go build {SOURCE} failed:\n{built.stderr}")
+        raise RuntimeError(f"go build {source} failed:\n{built.stderr}")
     return binary
 
 
@@ -112,11 +127,14 @@ def document(
     note: str,
     inclusion: Iterable[Inclusion] = (),
     consistency: Iterable[tuple[int, bytes, Iterable[bytes]]] = (),
+    witness_keys: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The checker's input: a verifier key (``name+id+base64``), a signed checkpoint, and proofs
     against it: ``(index, leaf hash, hashes)`` of inclusion, with the leaf's bytes fourth if Go
-    should hash them too, and ``(old size, old root, hashes)`` of consistency; raw bytes."""
+    should hash them too, and ``(old size, old root, hashes)`` of consistency; raw bytes.
+    ``witness_keys``: cosignature/v1 keys whose cosignatures the note must carry."""
     return {
+        "witness_keys": list(witness_keys),
         "key": key,
         "note": note,
         "inclusion": [_inclusion(*entry) for entry in inclusion],
@@ -125,3 +143,51 @@ def document(
             for size, root, hashes in consistency
         ],
     }
+
+
+class GoWitness:
+    """The Go witness, running: ``start()`` it (again after ``stop()``: its state file keeps
+    what it cosigned), read :attr:`url` and :attr:`vkey`. ``-forge`` with ``forge=True``."""
+
+    def __init__(
+        self, folder: Path, *, logs: Iterable[str], name: str = "witness.test/w1", forge: bool = False
+    ) -> None:
+        self.logs, self.name, self.forge = list(logs), name, forge
+        self.state = folder / f"{name.replace('/', '_')}.json"
+        self.log = folder / f"{name.replace('/', '_')}.log"
+        """What it said on stderr: a line per checkpoint cosigned (``cosigned size N (from M)``)."""
+        self.seed = base64.b64encode(bytes(range(32)) if not forge else bytes(range(1, 33))).decode()
+        self.process: subprocess.Popen[str] | None = None
+        self.url = self.vkey = ""
+
+    def start(self) -> GoWitness:
+        """Run the witness on a free loopback port; return once it listens."""
+        args = [str(tlogwitness()), "-name", self.name, "-seed", self.seed, "-state", str(self.state)]
+        args += [arg for key in self.logs for arg in ("-log", key)]
+        if self.forge:
+            args.append("-forge")
+        with self.log.open("a") as log:
+            self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self.process.stdout is not None
+        self.vkey = self.process.stdout.readline().removeprefix("vkey ").strip()
+        self.url = self.process.stdout.readline().removeprefix("url ").strip()
+        if not self.url.startswith("http://"):
+            raise RuntimeError(f"the Go witness did not start ({self.process.poll()})")
+        return self
+
+    def stop(self) -> None:
+        """Kill it (its state file stays)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+            self.process = None
+
+    def said(self) -> str:
+        """Its stderr so far."""
+        return self.log.read_text() if self.log.exists() else ""
+
+    def setting(self) -> str:
+        """Its entry in ``KEELGATE_AUDIT_WITNESSES``."""
+        return f"{self.url} {self.vkey}"

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import keelgate.audit
 from tests.unit.audit.bundle_log import CASES, ORIGIN, Case, dumps, mixed_log
@@ -94,6 +95,37 @@ def test_a_consistent_previous_checkpoint_is_named(tmp_path):
     assert done.stdout.rstrip().endswith(
         f"signed by {ORIGIN} {log.vkey.key_id.hex()}, consistent with the checkpoint of size 6"
     )
+
+
+def test_witness_keys_check_the_checkpoints_cosignatures_and_name_each_that_failed(tmp_path):
+    """--witness-key (repeatable): each witness's cosignature/v1 on the bundle's checkpoint
+    must verify; the ok line names them; a missing one and a forged one are both named, exit 1."""
+    log = mixed_log()
+    w1, w2, w3 = (Ed25519PrivateKey.from_private_bytes(bytes([n]) * 32) for n in (11, 12, 13))
+    k1, k2, k3 = (keelgate.audit.cosigner_key(f"w{n}.example", key) for n, key in ((1, w1), (2, w2), (3, w3)))
+    bundle = log.bundle()
+    text = bundle["checkpoint"][: bundle["checkpoint"].rindex("\n\n") + 1]
+    forged = keelgate.audit.cosign(text, "w2.example", w3, 1700000000).rstrip("\n")  # w2's name, w3's key
+    raw = keelgate.audit.cosign(text, "w1.example", w1, 1700000000)
+    good = {**bundle, "checkpoint": bundle["checkpoint"] + raw}
+    done = run(tmp_path, good, "--vkey", str(log.vkey), "--witness-key", str(k1))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(f"cosigned by w1.example {k1.key_id.hex()} at 1700000000")
+    forged_line = forged.replace(forged.split(" ")[2], _with_id(forged.split(" ")[2], k2.key_id))
+    bad = {**bundle, "checkpoint": bundle["checkpoint"] + raw + forged_line + "\n"}
+    done = run(tmp_path, bad, "--witness-key", str(k1), "--witness-key", str(k2), "--witness-key", str(k3))
+    assert done.returncode == 1 and done.stdout == ""
+    assert "[cosignature]" in done.stderr and "w1.example" not in done.stderr
+    assert f"w2.example {k2.key_id.hex()}: cosignature by w2.example does not verify" in done.stderr
+    assert f"w3.example {k3.key_id.hex()}: no cosignature by this witness" in done.stderr
+    unusable = run(tmp_path, good, "--witness-key", str(log.vkey))
+    assert unusable.returncode == 2 and "--witness-key" in unusable.stderr
+
+
+def _with_id(b64: str, key_id: bytes) -> str:
+    import base64
+
+    return base64.b64encode(key_id + base64.b64decode(b64)[4:]).decode()
 
 
 def test_standard_input(tmp_path):
@@ -234,9 +266,17 @@ def test_the_how_to_shows_the_lines_the_command_prints(tmp_path):
     kept = _file(tmp_path, "kept.checkpoint", log.note(6))
     swapped = log.bundle()
     swapped["events"][7], swapped["events"][9] = swapped["events"][9], swapped["events"][7]
+    cosigned = log.bundle()
+    text = cosigned["checkpoint"][: cosigned["checkpoint"].rindex("\n\n") + 1]
+    witnesses = []
+    for n in (1, 2):
+        key = Ed25519PrivateKey.from_private_bytes(bytes([20 + n]) * 32)
+        cosigned["checkpoint"] += keelgate.audit.cosign(text, f"w{n}.example", key, 1767225600 + n)
+        witnesses += ["--witness-key", str(keelgate.audit.cosigner_key(f"w{n}.example", key))]
     printed = [
         run(tmp_path, log.bundle()).stdout,
         run(tmp_path, log.bundle(8, 12, consistency_from=[6]), "--previous", kept).stdout,
         run(tmp_path, swapped).stderr,
+        run(tmp_path, cosigned, *witnesses).stdout,
     ]
     assert sorted(map(shape, shown)) == sorted(map(shape, printed))
