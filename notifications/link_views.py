@@ -83,7 +83,7 @@ def _page(
         "problem": opened.problem,
         "error": error,
         "done": done,
-        "typed": typed or {},
+        "note": (typed or {}).get("note_approve") or (typed or {}).get("note_deny") or "",
     }
     approval = opened.approval
     if approval is not None:  # only ever for the link's own recipient
