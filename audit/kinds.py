@@ -273,8 +273,9 @@ _KINDS = (
     EventKind(
         "approval.link_refused",
         ("notifications.emails.links",),
-        "A link to decide a call, sent by email, was refused: opened by someone other than its recipient,"
-        " used again, or by a recipient whose role no longer decides the call; nothing was decided.",
+        "A link to decide a call, sent by email, was refused: opened or posted by someone other than its"
+        " recipient, or its recipient posted a decision on it used already or with a role that no longer"
+        " decides the call; nothing was decided.",
         {
             **_CALL,
             "link_id": "The link's id (never its token).",

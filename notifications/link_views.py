@@ -45,11 +45,11 @@ def decision_link(request: HttpRequest, token: str) -> HttpResponse:
         return _page(request, link_open(token=token, user=request.user, request=request))
     decision = request.POST.get("decision", "")
     if decision not in ("approve", "deny"):
-        opened = link_open(token=token, user=request.user, request=request)
+        opened = link_open(token=token, user=request.user, request=request, attempt=True)
         return _page(request, opened, error="Choose approve or deny." if not opened.problem else "")
     form = DecisionForm.read(request.POST, decision="approve" if decision == "approve" else "deny", fields=())
     if form.problem or request.POST.get("edit"):
-        opened = link_open(token=token, user=request.user, request=request)
+        opened = link_open(token=token, user=request.user, request=request, attempt=True)
         problem = form.problem or "Edits are made in the console."
         return _page(request, opened, error=problem if not opened.problem else "", typed=form.typed)
     try:

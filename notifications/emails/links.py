@@ -23,11 +23,12 @@ decision's commit leaves the link used and nothing decided: the person decides i
 console (fail closed, never twice).
 
 **Refusals are audited** (``approval.link_refused``) when they say something about who
-holds a link: a signed-in person who is not its recipient (``not_yours``), a link used
-again (``used``), a recipient whose role no longer decides the call (``not_allowed``).
-A link to an item decided, edited or expired meanwhile is the ordinary end of a link:
-its page says so, without an event. An unknown token names no tenant, so it has no
-chain to be written to; it is logged without the token.
+holds a link: a signed-in person who is not its recipient opened it or posted its form
+(``not_yours``); its recipient posted a decision on a link used already (``used``), or
+with a role that no longer decides the call (``not_allowed``). The recipient opening
+their own spent link again, or a link to an item decided, edited or expired meanwhile,
+is the ordinary end of a link: its page says so, without an event. An unknown token
+names no tenant, so it has no chain to be written to; it is logged without the token.
 
 Tokens look like ``kgl_<43 characters>``, a shape :mod:`sitekit.logs` redacts from
 every log line (the access log of ``/link/<token>/``, Django's "Not Found" lines, the
@@ -75,8 +76,10 @@ REFUSED = "approval.link_refused"
 Problem = Literal[
     "", "unknown", "not_yours", "used", "expired", "decided", "edited", "changed", "not_allowed"
 ]
-AUDITED: frozenset[str] = frozenset({"not_yours", "used", "not_allowed"})
-"""The refusals written to the tenant's chain (the module's docstring says why these)."""
+AUDITED_OPEN: frozenset[str] = frozenset({"not_yours"})
+"""The refusals of a GET written to the tenant's chain (the module's docstring says why these)."""
+AUDITED_ATTEMPT: frozenset[str] = frozenset({"not_yours", "used", "not_allowed"})
+"""The refusals of a POST (an attempt to decide) written to the tenant's chain."""
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,13 @@ def links_for(*, user: User, items: list[WaitingItem], now: datetime) -> list[Wa
     return [replace(i, decide_link=made[i.id]) if i.kind == "approval" and i.id in made else i for i in items]
 
 
-def link_open(*, token: str, user: Any, request: HttpRequest | None = None, audit: bool = True) -> Opened:
+def link_open(
+    *, token: str, user: Any, request: HttpRequest | None = None, attempt: bool = False, audit: bool = True
+) -> Opened:
     """What ``token``'s link shows ``user`` now; changes nothing but the audit of a refusal.
+
+    ``attempt``: the person posted a decision (more refusals are audited then);
+    ``audit`` off: the page is shown again after a refusal already told.
 
     In this order: unknown (or altered) token; another person's link; used; expired (its
     own lifetime, or the approval's deadline); the call edited, decided or changed since
@@ -153,10 +161,10 @@ def link_open(*, token: str, user: Any, request: HttpRequest | None = None, audi
         log.info("email link: an unknown link was opened by %s", user.get_username())
         return Opened("unknown")
     if link.user_id != user.pk:
-        return _refused(Opened("not_yours", link), user, request, audit)
+        return _refused(Opened("not_yours", link), user, request, _audited(audit, attempt))
     approval = link.approval
     if link.used_at is not None:
-        return _refused(Opened("used", link, approval), user, request, audit)
+        return _refused(Opened("used", link, approval), user, request, _audited(audit, attempt))
     now = timezone.now()
     past_deadline = approval.expires_at is not None and approval.expires_at <= now
     if (
@@ -174,7 +182,7 @@ def link_open(*, token: str, user: Any, request: HttpRequest | None = None, audi
     username = user.get_username()
     voted = any(isinstance(v, dict) and v.get("by") == username for v in approval.votes or [])
     if voted or not approval.decidable_by(role_in(user, approval.tenant_id)):
-        return _refused(Opened("not_allowed", link, approval), user, request, audit)
+        return _refused(Opened("not_allowed", link, approval), user, request, _audited(audit, attempt))
     return Opened("", link, approval)
 
 
@@ -203,7 +211,7 @@ def link_decide(
     refusals (a missing reason or confirmation, the call changed or decided meanwhile,
     the role) are raised as the console gets them, the claim released first.
     """
-    opened = link_open(token=token, user=user, request=request)
+    opened = link_open(token=token, user=user, request=request, attempt=True)
     if opened.problem or opened.link is None or opened.approval is None:
         return Decided(opened)
     link, approval = opened.link, opened.approval
@@ -211,7 +219,7 @@ def link_decide(
     if not DecisionLink.objects.filter(pk=link.pk, used_at__isnull=True).update(
         used_at=claimed, decision=decision
     ):
-        return Decided(_refused(Opened("used", link, approval), user, request, True))
+        return Decided(_refused(Opened("used", link, approval), user, request, AUDITED_ATTEMPT))
     try:
         decided = approval_decide(
             tenant_id=approval.tenant_id,
@@ -237,7 +245,13 @@ def _find(token: str) -> DecisionLink | None:
     )
 
 
-def _refused(opened: Opened, user: Any, request: HttpRequest | None, audit: bool) -> Opened:
+def _audited(audit: bool, attempt: bool) -> frozenset[str]:
+    if not audit:
+        return frozenset()
+    return AUDITED_ATTEMPT if attempt else AUDITED_OPEN
+
+
+def _refused(opened: Opened, user: Any, request: HttpRequest | None, audited: frozenset[str]) -> Opened:
     """``opened``, after writing its refusal to the approval's chain if it is one worth auditing.
 
     For another person than the recipient, the answer carries no approval: their page
@@ -246,7 +260,7 @@ def _refused(opened: Opened, user: Any, request: HttpRequest | None, audit: bool
     link = opened.link
     assert link is not None
     approval = link.approval
-    if audit and opened.problem in AUDITED:
+    if opened.problem in audited:
         body: dict[str, Any] = {
             "run_id": approval.run_id,
             "action_id": approval.action_id,

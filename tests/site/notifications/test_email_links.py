@@ -121,6 +121,19 @@ def test_opening_a_link_changes_nothing(alice_waits, smtp):
     assert logged().count() == before
 
 
+def test_a_visitor_logs_in_as_the_recipient_and_lands_on_the_page(alice_waits, smtp):
+    """Anonymous: to the login page with ``next``; logged in there as alice, back on her link's page."""
+    path = mailed_link(smtp, "alice@example.test")
+    client = Client()
+    to_login = client.get(path)
+    assert to_login.status_code == 302
+    assert client.get(to_login.headers["Location"]).status_code == 200
+    logged = client.post(to_login.headers["Location"], {"username": "alice", "password": "pw-mail-123456"})
+    assert logged.status_code == 302 and logged.headers["Location"] == path
+    page = client.get(path)
+    assert page.status_code == 200 and "place_order" in page.content.decode()
+
+
 def test_the_recipient_decides_once_through_the_console_service(alice_waits, smtp):
     """A POST with the page's CSRF token approves as alice, via email; a second use is refused (410)."""
     path = mailed_link(smtp, "alice@example.test")
@@ -148,7 +161,7 @@ def test_the_recipient_decides_once_through_the_console_service(alice_waits, smt
     assert client.get(path).status_code == 410
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.APPROVED
     refusals = [body(e) for e in events("approval.link_refused")]
-    assert [r["reason"] for r in refusals] == ["used", "used"]
+    assert [r["reason"] for r in refusals] == ["used"]  # the second post; opening it again is no attempt
     assert refusals[0]["recipient"] == "alice" and refusals[0]["link_id"] == link.pk
 
 
