@@ -108,6 +108,11 @@ def _problem_text(opened: Opened) -> str:
             "This link was sent to someone else, and works only for them: it does nothing for you."
             " If it was meant for you, ask for the item to be decided in the console."
         )
+    if problem == "not_allowed":
+        return (
+            "Your role no longer decides this call (or you approved it already and another person"
+            " must): nothing was done."
+        )
     assert link is not None and approval is not None
     if problem == "used":
         did = {"approve": "to approve", "deny": "to deny"}.get(link.decision, "")
@@ -124,14 +129,9 @@ def _problem_text(opened: Opened) -> str:
         who = f" by {approval.decided_by}" if approval.decided_by else ""
         state = _SETTLED.get(approval.status, approval.status)
         return f"This call was {state}{who} after this email was sent: there is nothing left to decide."
-    if problem == "changed":
-        return (
-            "The call's arguments changed after this email was sent, so this link decides nothing."
-            " Look at the call again in the console."
-        )
     return (
-        "Your role no longer decides this call (or you approved it already and another person"
-        " must): nothing was done."
+        "The call's arguments changed after this email was sent, so this link decides nothing."
+        " Look at the call again in the console."
     )
 
 

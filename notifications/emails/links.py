@@ -151,7 +151,8 @@ def link_open(
     ``attempt``: the person posted a decision (more refusals are audited then);
     ``audit`` off: the page is shown again after a refusal already told.
 
-    In this order: unknown (or altered) token; another person's link; used; expired (its
+    In this order: unknown (or altered) token; another person's link; a recipient no
+    longer in the call's tenant (told nothing more); used; expired (its
     own lifetime, or the approval's deadline); the call edited, decided or changed since
     the message; the recipient's role no longer decides it (or they already voted on a
     four-eyes call). Otherwise the call, for its confirmation page.
@@ -163,6 +164,9 @@ def link_open(
     if link.user_id != user.pk:
         return _refused(Opened("not_yours", link), user, request, _audited(audit, attempt))
     approval = link.approval
+    role = role_in(user, approval.tenant_id)
+    if role is None:  # no longer a member: the tenant's calls are none of their business
+        return _refused(Opened("not_allowed", link), user, request, _audited(audit, attempt))
     if link.used_at is not None:
         return _refused(Opened("used", link, approval), user, request, _audited(audit, attempt))
     now = timezone.now()
@@ -181,7 +185,7 @@ def link_open(
         return Opened("changed", link, approval)
     username = user.get_username()
     voted = any(isinstance(v, dict) and v.get("by") == username for v in approval.votes or [])
-    if voted or not approval.decidable_by(role_in(user, approval.tenant_id)):
+    if voted or not approval.decidable_by(role):
         return _refused(Opened("not_allowed", link, approval), user, request, _audited(audit, attempt))
     return Opened("", link, approval)
 

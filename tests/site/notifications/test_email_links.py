@@ -21,7 +21,7 @@ from notifications.emails.links import TOKEN_PREFIX, token_hash
 from notifications.models import DecisionLink, EmailBatch
 from runs.models import Run, RunStatus
 from sitekit.logs import JsonFormatter, TextFormatter, redact_text, redact_url
-from tenants.models import Role
+from tenants.models import Membership, Role
 from tests.site._audit import logged
 from tests.site.console.conftest import start_waiting
 from tests.site.notifications.mail import CONSOLE, member, smtp, waiting_unknown
@@ -336,6 +336,10 @@ def test_no_link_for_people_who_cannot_decide(smtp, operator, brokerage_path):
     assert post(client, path, decision="approve").status_code == 403
     assert Approval.objects.get(run_id="r1").status == ApprovalStatus.PENDING
     assert {body(e)["reason"] for e in events("approval.link_refused")} == {"not_allowed"}
+
+    Membership.objects.filter(user=alice, tenant__slug="t1").delete()  # out of t1 altogether
+    gone = client.get(path)
+    assert gone.status_code == 403 and "place_order" not in gone.content.decode()
 
 
 class Kept(logging.Handler):
