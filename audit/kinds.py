@@ -15,7 +15,7 @@ lists the kinds and their fields from here.
 An event about a call names it by ``arguments_hash``; its ``arguments`` (and the tool's
 ``impact`` line, drawn from them) are written only for the tenants of
 ``KEELGATE_AUDIT_ARGUMENTS`` (:mod:`tenants.auditing` says why a setting). A person's
-decision says how it came: ``via``, ``key_id``, ``address``.
+decision says how it came: ``via``, ``key_id`` or ``link_id``, ``address``.
 
 The engine cannot import this app, so its kinds are named here rather than there; the
 test keeps the two honest.
@@ -64,9 +64,10 @@ _NAMED = {
     " them only, when the tool has one.",
 }
 _HOW = {
-    "via": "How the decision came: `console` (a signed-in session), `api` (an API key), `chat`; absent"
-    " when the caller did not say.",
+    "via": "How the decision came: `console` (a signed-in session), `api` (an API key), `email` (the"
+    " confirmation page of a link in an email), `chat`; absent when the caller did not say.",
     "key_id": "The API key's id, with `via` `api` (never its secret).",
+    "link_id": "The email link's id, with `via` `email` (never its token).",
     "address": "The client's address as the site saw it (its peer, or the proxy's report with"
     " `--proxy-headers`).",
 }
@@ -268,6 +269,21 @@ _KINDS = (
         ("keelgate.gateway", "keelgate.loop"),
         "A deadline passed without a decision: the call was denied (fail closed).",
         {**_CALL, **_KEY, **_NAMED},
+    ),
+    EventKind(
+        "approval.link_refused",
+        ("notifications.emails.links",),
+        "A link to decide a call, sent by email, was refused: opened or posted by someone other than its"
+        " recipient, or its recipient posted a decision on it used already or with a role that no longer"
+        " decides the call; nothing was decided.",
+        {
+            **_CALL,
+            "link_id": "The link's id (never its token).",
+            "reason": "`not_yours` (another person), `used` (a second use) or `not_allowed` (the recipient's"
+            " role no longer decides the call, or they already approved it).",
+            "recipient": "The username the link was sent to (the event's actor is who opened it).",
+            "address": "The client's address as the site saw it.",
+        },
     ),
     # The tenant's settings and its front door.
     EventKind(

@@ -144,6 +144,8 @@ class _Body:
             said = f" via API key {self.text('key_id')}" if self.has("key_id") else " via the API"
         elif via == "console":
             said = " in the console"
+        elif via == "email":
+            said = f" via email link {self.text('link_id')}" if self.has("link_id") else " via an email link"
         elif self.has("via"):
             said = f" via {self.text('via')}"
         else:
@@ -259,6 +261,23 @@ def _expired(b: _Body) -> str:
     return f"Deadline passed: {b.text('tool', 'the call')}{_paren(b.call())} denied (fail closed)."
 
 
+LINK_REFUSALS = {
+    "not_yours": "opened by someone other than its recipient",
+    "used": "used again",
+    "not_allowed": "whose recipient's role no longer decides the call",
+}
+
+
+def _link_refused(b: _Body) -> str:
+    why = LINK_REFUSALS.get(str(b.body.get("reason")), f"refused ({b.text('reason')})")
+    sent = f" (sent to {b.text('recipient')})" if b.has("recipient") else ""
+    where = f" from {b.text('address')}" if b.has("address") else ""
+    return (
+        f"Email link {b.text('link_id')}{sent} to decide {b.text('tool', 'a call')} {why}{where}:"
+        " nothing was decided."
+    )
+
+
 def _expiring(b: _Body) -> str:
     then = f"then to {b.text('escalates_to')}s" if b.has("escalates_to") else "then denied"
     return f"Warned: {b.text('tool', 'the call')} expires at {b.when('expires_at')}, {then}."
@@ -342,6 +361,7 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "approval.expiring": _expiring,
     "approval.escalated": _escalated,
     "approval.expired": _expired,
+    "approval.link_refused": _link_refused,
     "webhook.registered": _registered,
     "webhook.updated": _updated,
     "webhook.secret_rotated": _rotated,

@@ -7,6 +7,7 @@ from django.urls import path
 
 from approvals import views as approvals
 from audit import views as audit
+from notifications import link_views
 from notifications import views as notifications
 from runs import views as runs
 from tenants import views as tenants
@@ -64,4 +65,5 @@ urlpatterns = [
     path("keys/<slug:tenant_id>/create/", tenants.api_key_create_view, name="api-key-create"),
     path("keys/<slug:tenant_id>/<int:key_id>/revoke/", tenants.api_key_revoke_view, name="api-key-revoke"),
     path("invite/<str:token>/", tenants.invitation, name="invitation"),
+    path("link/<str:token>/", link_views.decision_link, name="decision-link"),
 ]

@@ -353,6 +353,9 @@ KEELGATE_EMAIL_ENABLED = _env_bool("KEELGATE_EMAIL_ENABLED", bool(os.environ.get
 asking for mail, while a laptop without one should not knock on localhost:25 every second."""
 KEELGATE_EMAIL_UNRESOLVED_SECONDS = float(os.environ.get("KEELGATE_EMAIL_UNRESOLVED_SECONDS", "600"))
 """How long an item the chain announced may lack its inbox row before it is not mailed."""
+KEELGATE_EMAIL_LINK_HOURS = float(os.environ.get("KEELGATE_EMAIL_LINK_HOURS", "72"))
+"""How long, at most, a link to decide an approval from an email works (once, for its recipient only);
+it stops sooner when the approval is decided anywhere or passes its deadline."""
 
 # -- REST API (keelgate_site/api.py) ----------------------------------------------------
 

@@ -11,7 +11,7 @@ Two kinds of rows belong to the shared engine, whatever the channel:
   (abstract) is the optional log of every try.
 
 Then each channel's own rows: webhooks (receivers, deliveries, attempts) and email
-(batches of items per person).
+(batches of items per person, and the links to decide in a message).
 """
 
 from __future__ import annotations
@@ -216,3 +216,35 @@ class EmailBatch(Delivery):
 
     def __str__(self) -> str:
         return f"email batch {self.pk} to user {self.user_id} ({self.status})"
+
+
+class DecisionLink(models.Model):
+    """A link in one person's email that opens the confirmation page of one approval, once.
+
+    Only the sha256 of the link's token is stored, as for an invitation: the token is 32
+    random bytes, in the message and nowhere else. The row binds the link to its
+    recipient (``user``), the approval and the ``arguments_hash`` the approval had when
+    the message was made; it works until it is used, the approval is decided (anywhere)
+    or passes its deadline, or ``expires_at``, whichever comes first
+    (:mod:`notifications.emails.links`).
+    """
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    approval = models.ForeignKey("approvals.Approval", on_delete=models.CASCADE, related_name="+")
+    arguments_hash = models.CharField(max_length=64)
+    """The call the link was made for: other arguments (an edit) and it decides nothing."""
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    """``KEELGATE_EMAIL_LINK_HOURS`` after it was made, or sooner with the approval."""
+    used_at = models.DateTimeField(null=True, blank=True)
+    """When a decision was taken through it (claimed just before the decision, released if
+    the decision was refused)."""
+    decision = models.CharField(max_length=16, blank=True)
+    """``approve`` or ``deny``, once used."""
+
+    class Meta:
+        indexes = [models.Index(fields=["expires_at"], name="decision_link_expiry")]
+
+    def __str__(self) -> str:
+        return f"decision link {self.pk} of approval {self.approval_id} for user {self.user_id}"

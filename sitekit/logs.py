@@ -15,8 +15,8 @@ key pasted into a query string (``?api_key=kg_...``) or a URL path reaches the a
 log and Django's "Not Found: /path" lines. :func:`redact_url` is what the web process's
 access log writes of a request's target, and both formatters pass every line through
 :func:`redact_text`: credential-looking query parameters keep their name and lose their
-value, and anything shaped like one of this product's secrets (``kg_`` keys, ``whsec_``
-webhook secrets) or an ``Authorization`` value (``Bearer ...``, ``Basic ...``) is
+value, and anything shaped like one of this product's secrets (``kg_`` keys, ``kgl_`` email
+link tokens, ``whsec_`` webhook secrets) or an ``Authorization`` value (``Bearer ...``, ``Basic ...``) is
 replaced, wherever it stands.
 """
 
@@ -104,8 +104,9 @@ _CREDENTIAL_PARTS = (
 _CREDENTIAL_WORDS = frozenset({"sig", "sid", "pw", "pass", "otp", "code", "hmac"})
 """Short names that are credentials only as a whole word (``sig``, ``code``), not inside another."""
 
-_SECRET_SHAPE = re.compile(r"\b(?:kg|whsec)_[A-Za-z0-9_+/=-]{16,}")
-"""This product's secrets: API keys (``kg_<prefix>_<secret>``) and webhook secrets (``whsec_``)."""
+_SECRET_SHAPE = re.compile(r"\b(?:kg|kgl|whsec)_[A-Za-z0-9_+/=-]{16,}")
+"""This product's secrets: API keys (``kg_<prefix>_<secret>``), the tokens of email decision links
+(``kgl_``, in a link's path and in the login's ``next``) and webhook secrets (``whsec_``)."""
 _AUTH_VALUE = re.compile(r"\b(Bearer|Basic|Digest|Token|ApiKey)(\s+)[A-Za-z0-9._~+/=:-]{12,}")
 """An ``Authorization`` value as it would be written into a line: its scheme, then the credential."""
 _AUTH_HEADER = re.compile(

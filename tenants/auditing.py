@@ -1,5 +1,6 @@
 """What a tenant's audit chain is told of a decision: the call's arguments or only their
-hash, and how the decision came (a console session or an API key, from which address).
+hash, and how the decision came (a console session, an API key or a link in an email, from
+which address).
 
 The arguments policy is a setting, ``KEELGATE_AUDIT_ARGUMENTS`` (tenant slugs, ``*`` for
 all), not a field of :class:`~tenants.models.Tenant` like a webhook's
@@ -20,6 +21,8 @@ receiver is sent the arguments, read from the checkpoint when the message is mad
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -27,7 +30,7 @@ from keelgate.loop import DecisionContext
 from tenants.api_keys import VerifiedKey
 from tenants.ratelimit import client_address
 
-__all__ = ["arguments_audited", "decision_context"]
+__all__ = ["EmailLinkContext", "arguments_audited", "decision_context", "email_link_context"]
 
 EVERY_TENANT = "*"
 
@@ -53,3 +56,21 @@ def decision_context(request: HttpRequest) -> DecisionContext:
     if isinstance(auth, VerifiedKey):
         return DecisionContext(via="api", key_id=str(auth.key.pk), address=address)
     return DecisionContext(via="console", address=address)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmailLinkContext(DecisionContext):
+    """A decision taken on the confirmation page of a link in an email: ``via`` ``email``,
+    and which link (its id, never its token), so the chain tells a link's decision from
+    a console's made in the same session."""
+
+    link_id: str
+
+    def fields(self) -> dict[str, str]:
+        """The engine's fields, and ``link_id``."""
+        return {**super().fields(), "link_id": self.link_id}
+
+
+def email_link_context(request: HttpRequest, *, link_id: int) -> EmailLinkContext:
+    """How a decision through email link ``link_id`` comes: ``via`` ``email``, the link, the address."""
+    return EmailLinkContext(via="email", link_id=str(link_id), address=client_address(request))

@@ -13,7 +13,9 @@ Each pass of ``keelgate_notify`` does two things for it.
 2. **Send** (the engine's deliver). A person's due batches are claimed together and
    merged into ONE message; every item is read again (one decided meanwhile, or in a
    tenant where the person lost the role, is left out; nothing left: the batches are
-   skipped), sent over the pass's one SMTP connection, and recorded.
+   skipped), each approval given the person's own link to decide it
+   (:mod:`notifications.emails.links`), sent over the pass's one SMTP connection, and
+   recorded.
 
 The send is **at least once**: a sender that dies after the SMTP server accepted a
 message and before it recorded that, leaves its claim to lapse (``LEASE``), and the
@@ -35,6 +37,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import get_connection
+from django.utils import timezone
 
 from notifications.channel import (
     ChannelDefaults,
@@ -48,6 +51,7 @@ from notifications.channel import (
     Subscription,
 )
 from notifications.emails.items import KINDS, per_person, refs_of, resolve, waiting_items
+from notifications.emails.links import links_for
 from notifications.emails.message import message, smtp_error
 from notifications.models import EmailBatch
 from tenants.models import Tenant
@@ -109,6 +113,8 @@ class EmailChannel(ChannelDefaults[EmailBatch]):
             items = waiting_items(user=user, refs=[item for b in batches for item in b.items])
             if not items:
                 return Skipped()
+            # Committed before the message leaves: a link in a sent message always has its row.
+            items = links_for(user=user, items=items, now=timezone.now())
             try:
                 if not opened:
                     connection.open()

@@ -1,7 +1,8 @@
 """One email to one person: what is safe to say about each waiting item, rendered in two parts.
 
 What a message says is the tool, tenant, run, how long it has waited and links to the
-console (``KEELGATE_CONSOLE_URL``); never the arguments or the goal, which are
+console (``KEELGATE_CONSOLE_URL``), with, for an approval, the person's own link to decide
+it (:mod:`notifications.emails.links`); never the arguments or the goal, which are
 untrusted and may be sensitive. Untrusted names are put on one line, so a newline in a
 run id cannot forge a line of the plain text part; the HTML part is escaped by the
 template engine.
@@ -38,6 +39,10 @@ class WaitingItem:
     since: datetime
     link: str
     run_link: str
+    id: int = 0
+    """The inbox row's id."""
+    decide_link: str = ""
+    """This person's link to decide it from the message (an approval they may decide), or ""."""
 
 
 def waiting_item(kind: str, pk: int, tool: str, tenant_id: str, run_id: str, since: datetime) -> WaitingItem:
@@ -48,7 +53,9 @@ def waiting_item(kind: str, pk: int, tool: str, tenant_id: str, run_id: str, sin
         run_link = base + reverse("run", kwargs={"tenant_id": tenant_id, "run_id": run_id})
     except NoReverseMatch:  # an id no URL can carry: the inbox link still finds it
         run_link = link
-    return WaitingItem(kind, _one_line(tool), _one_line(tenant_id), _one_line(run_id), since, link, run_link)
+    return WaitingItem(
+        kind, _one_line(tool), _one_line(tenant_id), _one_line(run_id), since, link, run_link, id=pk
+    )
 
 
 def message(user: User, items: list[WaitingItem], connection: BaseEmailBackend) -> EmailMultiAlternatives:
@@ -85,6 +92,11 @@ def smtp_error(exc: Exception) -> str:
         return f"recipient refused {','.join(codes)}"
     code = getattr(exc, "smtp_code", None)
     return f"{type(exc).__name__} {code}" if code else type(exc).__name__
+
+
+def console_url() -> str:
+    """``KEELGATE_CONSOLE_URL``, without a trailing slash: where every link of a message points."""
+    return _console()
 
 
 def _console() -> str:

@@ -127,6 +127,15 @@ BODIES: dict[str, dict[str, Any]] = {
         "idempotency_key": "k-1",
         "arguments_hash": HASH,
     },
+    "approval.link_refused": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": HOSTILE,
+        "link_id": 5,
+        "reason": "not_yours",
+        "recipient": "alice",
+        "address": "10.0.0.7",
+    },
     "webhook.registered": {
         "endpoint_id": 1,
         "host": "hooks.example.com",
@@ -218,6 +227,10 @@ WORDS = {
     "loop.reconciled": (
         f"Outcome of place_order (arguments {HASH[:12]}…) settled: not executed (from human) via API key 7"
         ' from 10.0.0.6. Note: "checked the ledger".'
+    ),
+    "approval.link_refused": (
+        f"Email link 5 (sent to alice) to decide {HOSTILE} opened by someone other than its recipient"
+        " from 10.0.0.7: nothing was decided."
     ),
     "run.status": "Run is now waiting (approval).",
     "audit.retired": (
