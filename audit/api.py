@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware.gzip import GZipMiddleware
 from django.utils.cache import patch_cache_control
-from ninja import Query, Router
+from ninja import Path, Query, Router
 from pydantic import Field
 
 from audit.checkpoints import latest_checkpoint, log_origin, log_verifier_key
@@ -269,6 +269,12 @@ def export(
 TLOG = "/audit/tlog/{tenant}"
 """The tenant's ``tlog-tiles`` prefix (under ``/api/v1``), the tenant named in the path so the
 prefix alone locates the log, for a key and a session alike."""
+TenantPath = Annotated[
+    str,
+    Path(
+        description="The tenant's slug: its log's prefix is `/api/v1/audit/tlog/<tenant>`. Another's is 404."
+    ),
+]
 IMMUTABLE = 365 * 24 * 3600
 """How long a tile or a bundle may be cached: for good (its content never changes)."""
 _GZIP = GZipMiddleware(lambda request: HttpResponse())
@@ -306,7 +312,7 @@ def _immutable(response: HttpResponse) -> HttpResponse:
     ),
     openapi_extra=_text_ok("text/plain"),
 )
-def tlog_checkpoint(request: HttpRequest, tenant: str) -> HttpResponse:
+def tlog_checkpoint(request: HttpRequest, tenant: TenantPath) -> HttpResponse:
     caller = _tlog_caller(request, tenant)
     latest = latest_checkpoint(caller.tenant_id)
     if latest is None:
@@ -329,7 +335,7 @@ def tlog_checkpoint(request: HttpRequest, tenant: str) -> HttpResponse:
     ),
     openapi_extra=_text_ok("application/octet-stream"),
 )
-def tlog_entries(request: HttpRequest, tenant: str, tile: str) -> HttpResponseBase:
+def tlog_entries(request: HttpRequest, tenant: TenantPath, tile: str) -> HttpResponseBase:
     caller = _tlog_caller(request, tenant)
     data = entry_bundle(caller.tenant_id, parse_tile_path(f"tile/entries/{tile}"))
     response = _immutable(HttpResponse(data, content_type="application/octet-stream"))
@@ -349,7 +355,7 @@ def tlog_entries(request: HttpRequest, tenant: str, tile: str) -> HttpResponseBa
     ),
     openapi_extra=_text_ok("application/octet-stream"),
 )
-def tlog_tile(request: HttpRequest, tenant: str, tile: str) -> HttpResponse:
+def tlog_tile(request: HttpRequest, tenant: TenantPath, tile: str) -> HttpResponse:
     caller = _tlog_caller(request, tenant)
     data = hash_tile(caller.tenant_id, parse_tile_path(f"tile/{tile}"))
     return _immutable(HttpResponse(data, content_type="application/octet-stream"))

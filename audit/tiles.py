@@ -58,6 +58,7 @@ TILE_WIDTH = 1 << TILE_HEIGHT
 ENTRIES = -1
 """The level of an entry bundle (Go's ``tlog`` numbers its data tiles so too)."""
 MAX_LEVEL = 63
+"""The highest tile level the spec allows."""
 MAX_ENTRY = 0xFFFF
 """The longest leaf a bundle can carry: its length is a uint16."""
 
@@ -65,7 +66,7 @@ _PATH = re.compile(
     r"tile/(?P<level>entries|0|[1-9][0-9]?)/(?P<index>(?:x[0-9]{3}/){0,6}[0-9]{3})(?:\.p/(?P<width>[1-9][0-9]{0,2}))?"
 )
 """The spec's grammar, before its ranges: ``L`` and ``W`` without leading zeros, ``N`` in
-three-digit elements (seven at most: the index of a leaf below 2**63 has 17 digits)."""
+three-digit elements (seven at most, more than a tile of a tree below 2**63 leaves needs)."""
 
 
 @dataclass(frozen=True)

@@ -214,6 +214,8 @@ def test_nothing_beyond_the_latest_checkpoint_is_served(client, grown):
         "tile/0/\u0660\u0660\u0660",
         "tile/0/000%00",
         "tile/0/000%2F",
+        "tile/0/000%0A",
+        "tile/entries/%0A000",
     ],
 )
 def test_a_path_that_is_not_the_specs_encoding_of_a_tile_is_404(client, keys, path):
