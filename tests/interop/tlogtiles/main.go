@@ -1,8 +1,8 @@
 // Command tlogtiles reads a Keelgate tenant's log over HTTP as C2SP tlog-tiles and checks it
 // with Go's reference code, golang.org/x/mod/sumdb/note and golang.org/x/mod/sumdb/tlog: the
-// checkpoint at <prefix>/checkpoint opened with the published key, every hash it needs read
-// through tlog.TileHashReader (which checks each tile it fetches against the signed root),
-// the entry bundles, each record hashed (tlog.RecordHash) and its inclusion proven from tiles
+// checkpoint at <prefix>/checkpoint opened with the published key, the root recomputed from
+// tiles read through tlog.TileHashReader (which checks them against the signed root; see
+// prove for a tile it may let through), the entry bundles, each record hashed (tlog.RecordHash) and its inclusion proven from tiles
 // (tlog.ProveRecord) and checked against the root (tlog.CheckRecord), and a consistency proof
 // from an older checkpoint (tlog.ProveTree, tlog.CheckTree).
 // tests/interop/go_reference.py builds it as it builds tlogcheck.

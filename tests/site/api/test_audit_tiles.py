@@ -329,7 +329,7 @@ def daphne(env: dict[str, str], tmp_path: Path) -> Iterator[int]:
 
 def test_gos_tile_hash_reader_verifies_the_log_it_reads_over_http(keys, client, child_env, tmp_path):
     """Go's sumdb/tlog, given only the prefix and the published key, reads a running Daphne:
-    the checkpoint opens (note.Open), the tiles give its root (TileHashReader checks each one),
+    the checkpoint opens (note.Open), the tiles give its root (TileHashReader, TreeHash),
     every record of every bundle is proven from tiles (RecordHash, ProveRecord, CheckRecord)
     and is its event's RFC 8785 leaf, the tree is consistent with an older checkpoint
     (ProveTree, CheckTree). A tampered stored hash is refused, at level 0 and at level 1."""
