@@ -1,15 +1,21 @@
 """The audit API: read the tenant's chain, verify it, and take its signed head.
 
 ``GET /audit/head`` returns a digest a client keeps elsewhere; ``POST /audit/verify``
-with that digest later proves the history up to it was not rewritten.
+with that digest later proves the history up to it was not rewritten. Under
+``/audit/tlog/<tenant>/`` the log is served as C2SP ``tlog-tiles`` (:mod:`audit.tiles`),
+the prefix a mirror or a monitor is given.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Query, Router
+from django.http.response import HttpResponseBase
+from django.middleware.gzip import GZipMiddleware
+from django.utils.cache import patch_cache_control
+from ninja import Path, Query, Router
 from pydantic import Field
 
 from audit.checkpoints import cosigned_note, latest_checkpoint, log_origin, log_verifier_key
@@ -31,10 +37,11 @@ from audit.schemas import (
     report_out,
 )
 from audit.selectors import audit_checkpoints, audit_digest, audit_events, audit_verify
-from sitekit.api import MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
+from audit.tiles import entry_bundle, hash_tile, parse_tile_path
+from sitekit.api import MAX_ID, READ_ERRORS, SLUG, WRITE_ERRORS, responses
 from sitekit.errors import NotFoundError
 from tenants.access import require_role
-from tenants.api_auth import API_AUTH, TenantQuery, caller_of
+from tenants.api_auth import API_AUTH, Caller, TenantQuery, caller_of
 from tenants.models import Role
 
 router = Router(tags=["audit"], auth=API_AUTH)
@@ -257,3 +264,101 @@ def export(
     return export_bundle(
         caller.tenant_id, from_seq=from_seq, to_seq=to_seq, previous_sizes=previous or (), limit=EXPORT_PAGE
     )
+
+
+# -- C2SP tlog-tiles: the log as static resources under /audit/tlog/<tenant>/ -----------------
+
+TLOG = "/audit/tlog/{tenant}"
+"""The tenant's ``tlog-tiles`` prefix (under ``/api/v1``), the tenant named in the path so the
+prefix alone locates the log, for a key and a session alike."""
+TenantPath = Annotated[
+    str,
+    Path(
+        description="The tenant's slug: its log's prefix is `/api/v1/audit/tlog/<tenant>`. Another's is 404."
+    ),
+]
+IMMUTABLE = 365 * 24 * 3600
+"""How long a tile or a bundle may be cached: for good (its content never changes)."""
+_GZIP = GZipMiddleware(lambda request: HttpResponse())
+"""Django's gzip, for the bundles the spec says to compress (only its ``process_response``
+is called: it reads ``Accept-Encoding``, adds ``Vary`` and skips what would not shrink)."""
+
+
+def _text_ok(media: str) -> dict[str, Any]:
+    schema = {"type": "string", "format": "binary"} if media.endswith("octet-stream") else {"type": "string"}
+    return {"responses": {200: {"description": "OK", "content": {media: {"schema": schema}}}}}
+
+
+def _tlog_caller(request: HttpRequest, tenant: str) -> Caller:
+    """The caller, if it may read ``tenant``'s log (a viewer or above); a tenant that is not
+    a slug is 404 as any path that names nothing is."""
+    if not re.fullmatch(SLUG, tenant):
+        raise NotFoundError()
+    return caller_of(request, tenant)
+
+
+def _immutable(response: HttpResponse) -> HttpResponse:
+    patch_cache_control(response, private=True, max_age=IMMUTABLE, immutable=True)
+    return response
+
+
+@router.get(
+    f"{TLOG}/checkpoint",
+    response=responses({}, READ_ERRORS),  # 200 is text/plain, documented below
+    summary="tlog-tiles: get the latest signed checkpoint",
+    description=(
+        "C2SP `tlog-tiles`: the tenant's newest signed checkpoint at `<prefix>/checkpoint`, the "
+        "prefix being `/api/v1/audit/tlog/<tenant>`; the same note as `GET /audit/checkpoint`, with its "
+        "witnesses' cosignatures. "
+        "404 `not_found` before the first checkpoint, for another tenant, and for a tenant "
+        "the caller is not a member of."
+    ),
+    openapi_extra=_text_ok("text/plain"),
+)
+def tlog_checkpoint(request: HttpRequest, tenant: TenantPath) -> HttpResponse:
+    caller = _tlog_caller(request, tenant)
+    latest = latest_checkpoint(caller.tenant_id)
+    if latest is None:
+        raise NotFoundError("no checkpoint yet")
+    response = HttpResponse(cosigned_note(latest), content_type="text/plain; charset=utf-8")
+    patch_cache_control(response, private=True, no_cache=True)
+    return response
+
+
+@router.get(
+    f"{TLOG}/tile/entries/{{path:tile}}",
+    response=responses({}, (*READ_ERRORS, 409, 410)),  # 200 is application/octet-stream
+    summary="tlog-tiles: get an entry bundle",
+    description=(
+        "C2SP `tlog-tiles`: `tile/entries/<N>[.p/<W>]`, leaves `N * 256` to `N * 256 + W - 1`, "
+        "each a big-endian uint16 length and the leaf's data (the RFC 8785 bytes of the event's "
+        "`leaf`); gzip when asked for. Only what the latest checkpoint covers: 404 beyond it or "
+        "for a path that is not the spec's encoding; 410 `audit_retired` for a bundle holding a "
+        "retired event; 409 `audit_entry_too_large` for one holding a leaf over 65,535 bytes."
+    ),
+    openapi_extra=_text_ok("application/octet-stream"),
+)
+def tlog_entries(request: HttpRequest, tenant: TenantPath, tile: str) -> HttpResponseBase:
+    caller = _tlog_caller(request, tenant)
+    data = entry_bundle(caller.tenant_id, parse_tile_path(f"tile/entries/{tile}"))
+    response = _immutable(HttpResponse(data, content_type="application/octet-stream"))
+    return _GZIP.process_response(request, response)
+
+
+@router.get(
+    f"{TLOG}/tile/{{path:tile}}",
+    response=responses({}, READ_ERRORS),  # 200 is application/octet-stream
+    summary="tlog-tiles: get a hash tile",
+    description=(
+        "C2SP `tlog-tiles`: `tile/<L>/<N>[.p/<W>]`, the `W` (256 for a full tile) hashes at "
+        "tree level `8 * L` from `N * 256`, concatenated (32 bytes each). Only what the latest "
+        "checkpoint covers: 404 beyond it or for a path that is not the spec's encoding (`L` "
+        "0 to 63, `N` in `x001/x234/067` form, `W` 1 to 255, no leading zeros). Served "
+        "below a retention cut too: retiring keeps every hash."
+    ),
+    openapi_extra=_text_ok("application/octet-stream"),
+)
+def tlog_tile(request: HttpRequest, tenant: TenantPath, tile: str) -> HttpResponse:
+    caller = _tlog_caller(request, tenant)
+    data = hash_tile(caller.tenant_id, parse_tile_path(f"tile/{tile}"))
+    return _immutable(HttpResponse(data, content_type="application/octet-stream"))

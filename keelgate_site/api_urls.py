@@ -7,6 +7,7 @@ from keelgate_site.api import api, api_not_found, guarded
 
 urlpatterns = [
     path("", guarded(api.urls)),
-    # Last: a path no operation matches is still answered in the API's JSON error shape.
-    re_path(r"^.*$", csrf_exempt(api_not_found)),
+    # Last: a path no operation matches is still answered in the API's JSON error shape, a
+    # path with a newline too (a tile's path: ``.`` alone stops at one).
+    re_path(r"^[\s\S]*$", csrf_exempt(api_not_found)),
 ]

@@ -24,6 +24,7 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     │   └── EmptyChainError            audit_chain_empty [404]
     ├── ProofRangeError                proof_out_of_range [422]  names the parameter
     ├── AuditRetiredError              audit_retired [410]  below the log's retention cut
+    ├── AuditEntryTooLargeError        audit_entry_too_large [409]  a leaf no entry bundle can carry
     ├── RetirementRefusedError         audit_retirement_refused [409]  nothing was deleted
     ├── WebhookUrlRefusedError         webhook_url_refused [422]
     ├── WebhookDeliveryUnfinishedError webhook_delivery_unfinished [409]  still due or being sent
@@ -48,6 +49,7 @@ from keelgate.errors import AlreadyDecidedError, ConfigurationError, KeelgateErr
 __all__ = [
     "AlreadyAMemberError",
     "ApprovalWithdrawnError",
+    "AuditEntryTooLargeError",
     "AuditRetiredError",
     "AuthRateLimitedError",
     "BulkNotAllowedError",
@@ -219,6 +221,23 @@ class AuditRetiredError(KeelgateError):
         super().__init__(f"{where}events below {first_kept} were retired" if first_kept else "")
         self.field = field
         self.first_kept = first_kept
+
+
+class AuditEntryTooLargeError(KeelgateError):
+    """An entry bundle (C2SP ``tlog-tiles``, :mod:`audit.tiles`) holds a leaf longer than
+    the 65,535 bytes its uint16 length can count, so it cannot be written.
+
+    The event is in the log all the same: its hash is in the tiles, and ``GET
+    /audit/events`` returns its leaf object (``detail`` names its number).
+    """
+
+    code = "audit_entry_too_large"
+    message = "An entry of this bundle is longer than an entry bundle can carry; read it from the events."
+    http_status = 409
+
+    def __init__(self, seq: int = 0, size: int = 0) -> None:
+        super().__init__(f"event {seq}'s leaf is {size} bytes" if seq else "")
+        self.seq = seq
 
 
 class RetirementRefusedError(KeelgateError):

@@ -1,11 +1,14 @@
-"""Go's reference check of a signed checkpoint and its proofs: :func:`go_check`.
+"""Go's reference check of a signed checkpoint and its proofs (:func:`go_check`), and of a
+log served as C2SP ``tlog-tiles`` (:func:`go_tiles`).
 
 ``tlogcheck/main.go`` opens the note with ``golang.org/x/mod/sumdb/note`` and checks every
 proof with ``sumdb/tlog`` (``CheckRecord``, ``CheckTree``): the code the Go checksum
 database and every ``go`` command run, so what it accepts is what any RFC 6962 / C2SP
-client accepts. It is built once per process from Debian's ``golang-go`` and
+client accepts. ``tlogtiles/main.go`` fetches a tenant's checkpoint, tiles and entry
+bundles over HTTP and checks them with ``tlog.TileHashReader``, ``ProveRecord`` and
+``RecordHash``. Each is built once per process from Debian's ``golang-go`` and
 ``golang-golang-x-mod-dev``, offline (``GOPATH=/usr/share/gocode GO111MODULE=off``), into a
-temporary folder; only its source is in the repository.
+temporary folder; only their sources are in the repository.
 
 Without them, :func:`require_go` skips the calling test, and fails it when ``CI=true``
 (``.ci/run`` installs both). Used by ``tests/integration/test_go_reference.py`` on the
@@ -35,8 +38,7 @@ import pytest
 GOPATH = Path("/usr/share/gocode")
 """Where Debian's golang-*-dev packages put Go sources (golang.org/x/mod among them)."""
 X_MOD = GOPATH / "src" / "golang.org" / "x" / "mod" / "sumdb"
-SOURCE = Path(__file__).resolve().parent / "tlogcheck" / "main.go"
-WITNESS_SOURCE = Path(__file__).resolve().parent / "tlogwitness" / "main.go"
+HERE = Path(__file__).resolve().parent
 
 
 def require_go() -> None:
@@ -56,24 +58,30 @@ def require_go() -> None:
         pytest.skip(message)
 
 
-@functools.cache
 def tlogcheck() -> Path:
     """The built checker, compiled on the first call of this process (skips or fails without Go)."""
-    return _build(SOURCE, "tlogcheck")
+    return _built("tlogcheck")
+
+
+def tlogwitness() -> Path:
+    """The built witness, compiled on the first call of this process (skips or fails without Go)."""
+    return _built("tlogwitness")
+
+
+def tlogtiles() -> Path:
+    """The built tiles client, compiled on the first call of this process (skips or fails without Go)."""
+    return _built("tlogtiles")
 
 
 @functools.cache
-def tlogwitness() -> Path:
-    """The built witness, compiled on the first call of this process (skips or fails without Go)."""
-    return _build(WITNESS_SOURCE, "tlogwitness")
-
-
-def _build(source: Path, name: str) -> Path:
+def _built(name: str) -> Path:
+    """``<name>/main.go`` built into a temporary folder removed when the process ends."""
     require_go()
+    source = HERE / name / "main.go"
     folder = Path(tempfile.mkdtemp(prefix=f"keelgate-{name}-"))
     atexit.register(shutil.rmtree, folder, True)
     env = {**os.environ, "GOPATH": str(GOPATH), "GO111MODULE": "off", "CGO_ENABLED": "0"}
-    if not any(os.environ.get(name) for name in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
+    if not any(os.environ.get(var) for var in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
         env["GOCACHE"] = str(folder / "cache")  # go refuses to build with no cache folder
     binary = folder / name
     built = subprocess.run(
@@ -191,3 +199,39 @@ class GoWitness:
     def setting(self) -> str:
         """Its entry in ``KEELGATE_AUDIT_WITNESSES``."""
         return f"{self.url} {self.vkey}"
+
+
+def go_tiles(
+    prefix: str,
+    *,
+    vkey: str,
+    authorization: str,
+    records: Iterable[int] = (),
+    entries_from: int = 0,
+    old: tuple[int, bytes] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run Go's tiles client against the log at ``prefix`` (a URL, no trailing slash); exit
+    status 0 only if every check passed.
+
+    It opens ``<prefix>/checkpoint`` with ``vkey``, reads the tree's root from tiles, proves
+    and checks each leaf of ``records`` from tiles, reads every entry bundle from the one
+    holding leaf ``entries_from`` on (-1: none) and checks its records hash to the tiles'
+    leaves, and, given ``old`` (an older checkpoint's size and root), proves the two trees
+    consistent. ``authorization`` is sent as the ``Authorization`` header (through the
+    environment, never the command line). stdout holds a line per check passed (``ok record
+    <index> <base64 of the record>``, ``ok bundle <path> <count>``, ...); on the first
+    failure, stderr holds ``FAIL <what>: <Go's error>``.
+    """
+    args = [str(tlogtiles()), "-prefix", prefix, "-vkey", vkey, "-entries-from", str(entries_from)]
+    if records:
+        args += ["-records", ",".join(str(r) for r in records)]
+    if old is not None:
+        args += ["-old", f"{old[0]}:{_b64(old[1])}"]
+    return subprocess.run(
+        args,
+        env={**os.environ, "KEELGATE_AUTHORIZATION": authorization},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

@@ -7,6 +7,13 @@ from openapi_spec_validator import validate
 from tests.site.api.conftest import Api
 
 ERROR_REF = "#/components/schemas/ErrorOut"
+SERVED = {
+    "/api/v1/audit/checkpoint": "text/plain",
+    "/api/v1/audit/tlog/{tenant}/checkpoint": "text/plain",
+    "/api/v1/audit/tlog/{tenant}/tile/entries/{tile}": "application/octet-stream",
+    "/api/v1/audit/tlog/{tenant}/tile/{tile}": "application/octet-stream",
+}
+"""The operations whose success is not JSON, and what they serve."""
 
 
 def spec() -> dict:
@@ -32,16 +39,17 @@ def test_the_document_validates(transactional_db):
 
 
 def test_every_operation_has_a_summary_a_success_schema_and_error_responses(transactional_db):
-    """Each operation: a summary, a 2xx JSON schema (the signed checkpoint: text/plain, as it
-    is served), ErrorOut for 401, 404, 422, 429, and security."""
+    """Each operation: a summary, a 2xx JSON schema (the signed checkpoint: text/plain, a tlog
+    tile or bundle: application/octet-stream, as they are served), ErrorOut for 401, 404, 422,
+    429, and security."""
     document = spec()
-    assert len(list(operations(document))) == 25
+    assert len(list(operations(document))) == 28
     for method, path, operation in operations(document):
         where = f"{method.upper()} {path}"
         assert operation.get("summary"), where
         responses = operation["responses"]
         ok = [s for s in responses if s.startswith("2")]
-        served = "text/plain" if path == "/api/v1/audit/checkpoint" else "application/json"
+        served = SERVED.get(path, "application/json")
         assert ok and all(list(responses[s]["content"]) == [served] for s in ok), where
         assert all(responses[s]["content"][served]["schema"] for s in ok), where
         for status in ("401", "404", "422", "429"):

@@ -81,6 +81,12 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
         call("GET", "/audit/proof/consistency", "/audit/proof/consistency", params=consistency).status_code
         == 422
     )
+    # The tlog-tiles prefix names its tenant: t1's is absent for t2's key, whatever the tile.
+    absent(call("GET", "/audit/tlog/{tenant}/checkpoint", "/audit/tlog/t1/checkpoint"))
+    absent(call("GET", "/audit/tlog/{tenant}/tile/{tile}", "/audit/tlog/t1/tile/0/000.p/1"))
+    absent(call("GET", "/audit/tlog/{tenant}/tile/entries/{tile}", "/audit/tlog/t1/tile/entries/000.p/1"))
+    assert other.get("/audit/tlog/t2/checkpoint").content.decode() == note
+    assert other.get("/audit/tlog/t2/tile/entries/000.p/1").status_code == 200
     bundle = call("GET", "/audit/export", "/audit/export").json()
     assert bundle["tenant_id"] == "t2" and all(e["tenant_id"] == "t2" for e in bundle["events"])
 
