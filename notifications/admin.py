@@ -24,7 +24,7 @@ from notifications.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from notifications.slack.workspaces import workspace_register
+from notifications.slack.workspaces import workspace_problem, workspace_register
 from notifications.webhooks.events import EVENT_TYPES
 from notifications.webhooks.selectors import display_url
 from notifications.webhooks.services import (
@@ -201,6 +201,23 @@ class SlackWorkspaceForm(forms.ModelForm):
     class Meta:
         model = SlackWorkspace
         fields = ("tenant", "team_id", "token_env", "secret_env", "channel", "agent_channels")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        agents = data.get("agent_channels") or {}
+        if not isinstance(agents, dict) or not all(isinstance(v, str) for v in agents.values()):
+            self.add_error("agent_channels", 'An object of agent to channel id: {"paper-trader": "C0123"}.')
+            return data
+        problem = workspace_problem(
+            team_id=data.get("team_id", ""),
+            token_env=data.get("token_env", ""),
+            secret_env=data.get("secret_env", ""),
+            channel=data.get("channel", ""),
+            agent_channels=agents,
+        )
+        if problem:
+            raise forms.ValidationError(problem)
+        return data
 
 
 @admin.register(SlackWorkspace)

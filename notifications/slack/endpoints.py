@@ -48,11 +48,14 @@ def _error(code: str, message: str, status: int) -> JsonResponse:
 def _checked(request: HttpRequest, team_id: str) -> SlackWorkspace | JsonResponse:
     """The enabled workspace ``team_id`` if the request is signed by it; else the 401 (or 503)."""
     workspace = SlackWorkspace.objects.select_related("tenant").filter(team_id=team_id, enabled=True).first()
-    reason = (
-        signing.SIGNATURE_INVALID
-        if workspace is None
-        else signing.refusal(workspace, request.body, request.headers)
-    )
+    try:
+        reason = (
+            signing.SIGNATURE_INVALID
+            if workspace is None
+            else signing.refusal(workspace, request.body, request.headers)
+        )
+    except ImportError:  # the site was installed without the slack extra
+        return _error("slack_unavailable", "Slack support is not installed (the slack extra).", 503)
     if reason is None and workspace is not None:
         return workspace
     log.warning("slack: a request was refused (%s)", reason)

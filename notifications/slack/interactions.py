@@ -168,7 +168,7 @@ def interactions_process(limit: int = PER_PASS) -> Processed:
         elif status == SlackInteractionStatus.REFUSED:
             done.refused += 1
     unreplied = SlackInteraction.objects.filter(replied=False).exclude(status=SlackInteractionStatus.PENDING)
-    for row in unreplied.select_related("workspace").order_by("pk")[:limit]:
+    for row in unreplied.select_related("workspace__tenant").order_by("pk")[:limit]:
         done.replied += _reply(row)
     return done
 
@@ -257,7 +257,9 @@ def reply_text(row: SlackInteraction) -> str:
         line = refusal_line(error_from_code(row.reason, row.detail))
         return f"Nothing was decided: {escape(line.removeprefix('not decided: '), 400)}."
     approval = (
-        Approval.objects.filter(pk=row.approval_id).values("status", "required", "votes", "tool").first()
+        Approval.objects.filter(tenant_id=row.workspace.tenant.slug, pk=row.approval_id)
+        .values("status", "required", "votes", "tool")
+        .first()
     )
     if approval is not None and approval["status"] == ApprovalStatus.PENDING:
         left = approval["required"] - len(approval["votes"] or [])

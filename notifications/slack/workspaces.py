@@ -56,6 +56,21 @@ def _env(name: str, what: str) -> str:
     return value
 
 
+def workspace_problem(
+    *, team_id: str, token_env: str, secret_env: str, channel: str, agent_channels: dict[str, str]
+) -> str:
+    """What is wrong with a workspace's ids and variable names, or ""."""
+    if not TEAM_ID.match(team_id):
+        return f"{team_id!r} is not a Slack team id (T followed by capital letters and digits)"
+    for name in (token_env, secret_env):
+        if not ENV_NAME.match(name):
+            return f"{name!r} is not an environment variable name (A-Z, 0-9, _)"
+    for target in [channel, *agent_channels.values()]:
+        if not CHANNEL_ID.match(target):
+            return f"{target!r} is not a Slack channel id (C0123…)"
+    return ""
+
+
 def workspace_register(
     *,
     tenant: Tenant,
@@ -72,14 +87,15 @@ def workspace_register(
     workspace hears of items from now on (its cursor starts at the chain's head).
     """
     agent_channels = dict(agent_channels or {})
-    if not TEAM_ID.match(team_id):
-        raise ValueError(f"{team_id!r} is not a Slack team id (T followed by letters and digits)")
-    for name in (token_env, secret_env):
-        if not ENV_NAME.match(name):
-            raise ValueError(f"{name!r} is not an environment variable name (A-Z, 0-9, _)")
-    for target in [channel, *agent_channels.values()]:
-        if not CHANNEL_ID.match(target):
-            raise ValueError(f"{target!r} is not a Slack channel id (C0123…)")
+    problem = workspace_problem(
+        team_id=team_id,
+        token_env=token_env,
+        secret_env=secret_env,
+        channel=channel,
+        agent_channels=agent_channels,
+    )
+    if problem:
+        raise ValueError(problem)
     with transaction.atomic():
         existing = SlackWorkspace.objects.select_for_update().filter(team_id=team_id).first()
         if existing is not None and existing.tenant_id != tenant.pk:

@@ -632,6 +632,38 @@ def test_the_command_registers_links_and_unlinks(operator, fake, capsys):
         )
 
 
+def test_the_admin_registers_a_workspace_through_the_audited_service(operator, fake):
+    """Django's admin: the add form saves through ``workspace_register`` (audited under the admin's
+    name); the pages list the variables' names, never a token."""
+    admin = get_user_model().objects.create_superuser("root", password="pw-root-123456")
+    client = Client()
+    client.force_login(admin)
+    form = {
+        "tenant": Tenant.objects.get(slug="t1").pk,
+        "team_id": TEAM,
+        "token_env": TOKEN_ENV,
+        "secret_env": SECRET_ENV,
+        "channel": CHANNEL,
+        "agent_channels": "{}",
+    }
+    refused = client.post("/admin/notifications/slackworkspace/add/", {**form, "team_id": "not-a-team"})
+    assert refused.status_code == 200 and "is not a Slack team id" in refused.content.decode()
+    assert not SlackWorkspace.objects.exists()
+    added = client.post("/admin/notifications/slackworkspace/add/", form)
+    assert added.status_code == 302, added.content.decode()[-2000:]
+    assert SlackWorkspace.objects.get(team_id=TEAM).token_env == TOKEN_ENV
+    (event,) = events("slack.workspace_registered")
+    assert event["created"] is True
+    integrate_pending(["t1"], wait=True)
+    actor = AuditEvent.objects.get(kind="slack.workspace_registered").actor
+    assert actor == "root"
+    listing = client.get("/admin/notifications/slackworkspace/")
+    assert listing.status_code == 200 and TOKEN_ENV in listing.content.decode()
+    assert TOKEN not in listing.content.decode()
+    for page in ("slacklink", "slackdelivery", "slackinteraction"):
+        assert client.get(f"/admin/notifications/{page}/").status_code == 200
+
+
 # -- a process killed between Slack's acknowledgement and the decision's commit ---------
 
 KILLER = """
