@@ -29,34 +29,40 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: Any) -> None:
-        sub = parser.add_subparsers(dest="what", required=True)
-        ws = sub.add_parser("workspace", help="register or change a tenant's Slack workspace")
-        ws.add_argument("--tenant", required=True, help="tenant slug")
-        ws.add_argument("--team", required=True, help="Slack team id (T0123)")
-        ws.add_argument("--token-env", required=True, help="the environment variable holding the bot token")
-        ws.add_argument(
-            "--secret-env", required=True, help="the environment variable holding the signing secret"
+        parser.add_argument(
+            "what",
+            choices=["workspace", "link", "unlink"],
+            help="register a workspace, or link or unlink a Slack user",
         )
-        ws.add_argument("--channel", required=True, help="the default channel id (C0123)")
-        ws.add_argument(
+        parser.add_argument("--tenant", help="workspace: the tenant's slug")
+        parser.add_argument("--team", required=True, help="Slack's team id of the workspace (T0123)")
+        parser.add_argument("--token-env", help="workspace: the environment variable holding the bot token")
+        parser.add_argument(
+            "--secret-env", help="workspace: the environment variable holding the signing secret"
+        )
+        parser.add_argument("--channel", help="workspace: the default channel's id (C0123)")
+        parser.add_argument(
             "--agent-channel",
             action="append",
             default=[],
             metavar="AGENT=CHANNEL",
-            help="an agent's own channel",
+            help="workspace: an agent's own channel (repeat for several)",
         )
-        link = sub.add_parser("link", help="link a Slack user to a member (as an admin)")
-        unlinking = sub.add_parser("unlink", help="remove a Slack user's link")
-        for p in (link, unlinking):
-            p.add_argument("--team", required=True, help="Slack team id")
-            p.add_argument("--slack-user", required=True, help="Slack user id (U0123)")
-        link.add_argument("--username", required=True, help="the member the Slack user acts as")
-        for p in (ws, link, unlinking):
-            p.add_argument("--actor", default="manage.py keelgate_slack", help="who does this, for the audit")
+        parser.add_argument("--slack-user", help="link, unlink: Slack's id of the user (U0123)")
+        parser.add_argument("--username", help="link: the member the Slack user acts as")
+        parser.add_argument(
+            "--actor", default="manage.py keelgate_slack", help="who does this, as the audit chain names them"
+        )
+
+    def _need(self, options: dict[str, Any], *names: str) -> None:
+        missing = [f"--{n.replace('_', '-')}" for n in names if not options.get(n)]
+        if missing:
+            raise CommandError(f"{options['what']} needs {', '.join(missing)}")
 
     def handle(self, *args: Any, **options: Any) -> None:
         what, actor = options["what"], options["actor"]
         if what == "workspace":
+            self._need(options, "tenant", "token_env", "secret_env", "channel")
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"no tenant {options['tenant']!r}")
@@ -86,6 +92,7 @@ class Command(BaseCommand):
         if found is None:
             raise CommandError(f"no Slack workspace {options['team']!r}")
         workspace = found
+        self._need(options, "slack_user", *(["username"] if what == "link" else []))
         if what == "link":
             try:
                 user = link_by_admin(
