@@ -151,6 +151,8 @@ def _approval_buttons(row: Approval) -> list[dict[str, Any]]:
     card = _card_url("approval", row.pk)
     if row.high_impact:
         return [_button("High impact: review in the console", action_id=OPEN, url=card)]
+    if not row.arguments_hash:  # a row older than argument hashes: a button could not bind its call
+        return [_button("Decide in the console", action_id=OPEN, url=card)]
     return [
         _button("Approve", action_id=APPROVE, value=f"{row.pk}:{row.arguments_hash}", style="primary"),
         _button("Deny or edit in the console", action_id=OPEN, url=card),

@@ -450,6 +450,24 @@ def test_a_stale_hash_is_refused(workspace, fake, tally, brokerage_path):
     assert [e["reason"] for e in events("slack.refused")] == ["approval_stale"]
 
 
+def test_a_button_naming_another_tenants_approval_is_refused_as_not_found(workspace, fake, tally):
+    """t1's workspace cannot reach t2's approvals, whatever id a (signed) button names."""
+    from tests.site.notifications.mail import waiting_approvals
+
+    Tenant.objects.create(slug="t2")
+    Membership.objects.create(
+        user=get_user_model().objects.get(username="op"),
+        tenant_id=Tenant.objects.get(slug="t2").pk,
+        role=Role.ADMIN,
+    )
+    (other,) = waiting_approvals("t2", 1, prefix="other")
+    click(Client(), fake, tally, other, "U0OP", value=f"{other.pk}:{'ab' * 32}")
+    interactions_process()
+    other.refresh_from_db()
+    assert other.status == ApprovalStatus.PENDING
+    assert [e["reason"] for e in events("slack.refused")] == ["not_found"]
+
+
 def test_a_high_impact_call_opens_the_console_and_a_click_cannot_approve_it(
     workspace, fake, tally, brokerage_path
 ):
@@ -720,4 +738,6 @@ def test_a_sigkill_between_acknowledgement_and_commit_loses_nothing_and_decides_
     assert (approval.status, approval.decided_by) == ("approved", "op")
     assert len(events("approval.decided")) == 1
     assert SlackInteraction.objects.get().status == "decided"
+    for output in (killed.stdout, killed.stderr, restarted.stdout, restarted.stderr):
+        assert TOKEN.encode() not in output and SIGNING_SECRET.encode() not in output
     assert os.environ.get(TOKEN_ENV) == TOKEN  # the fixture's, for the child processes only
