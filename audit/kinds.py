@@ -65,7 +65,8 @@ _NAMED = {
 }
 _HOW = {
     "via": "How the decision came: `console` (a signed-in session), `api` (an API key), `email` (the"
-    " confirmation page of a link in an email), `chat`; absent when the caller did not say.",
+    " confirmation page of a link in an email), `slack` (a linked Slack user's button); absent when"
+    " the caller did not say.",
     "key_id": "The API key's id, with `via` `api` (never its secret).",
     "link_id": "The email link's id, with `via` `email` (never its token).",
     "address": "The client's address as the site saw it (its peer, or the proxy's report with"
@@ -442,6 +443,55 @@ _KINDS = (
             " hold a token).",
             "policy_sha256": "The SHA-256 of the policy as stored (canonical JSON).",
             "via": "`command` (manage.py keelgate_mcp_upstream) or `admin` (the Django admin).",
+        },
+    ),
+    EventKind(
+        "slack.workspace_registered",
+        ("notifications.slack.workspaces",),
+        "An operator registered or changed the tenant's Slack workspace: its team, channels, and the"
+        " names of the environment variables holding its token and signing secret (never their values).",
+        {
+            "team_id": "Slack's id of the workspace.",
+            "channel": "The default channel's id.",
+            "agent_channels": "An agent's own channel, by agent.",
+            "token_env": "The environment variable holding the bot token (its name only).",
+            "secret_env": "The environment variable holding the signing secret (its name only).",
+            "created": "True when it was new, false when an existing one was changed.",
+            "from_seq": "The chain's head when it was registered: it hears of later items only.",
+        },
+    ),
+    EventKind(
+        "slack.linked",
+        ("notifications.slack.links",),
+        "A Slack user of the tenant's workspace was linked to a member: they act as that member when they"
+        " click in Slack (the member with a one-time code, or an admin).",
+        {
+            "team_id": "The workspace.",
+            "slack_user": "Slack's id of the user.",
+            "username": "The member they act as.",
+            "how": "`code` (the member's one-time code) or `admin` (an admin's command).",
+        },
+    ),
+    EventKind(
+        "slack.unlinked",
+        ("notifications.slack.links",),
+        "A Slack user's link to a member was removed: their clicks decide nothing.",
+        {"team_id": "The workspace.", "slack_user": "Slack's id of the user.", "username": "The member."},
+    ),
+    EventKind(
+        "slack.refused",
+        ("notifications.slack.interactions",),
+        "A click in Slack decided nothing: the clicker is not linked, or the decision service refused"
+        " the member they are linked to (their role, four-eyes, a changed call, already settled).",
+        {
+            **_CALL,
+            "team_id": "The workspace.",
+            "slack_user": "Slack's id of the clicker.",
+            "approval_id": "The approval the button named.",
+            "arguments_hash": "The hash of the arguments the message showed.",
+            "action": "What the button asked: `approve`.",
+            "reason": "`unlinked`, or the decision service's error code (`forbidden`,"
+            " `approval_duplicate_approver`, `approval_stale`, `approval_already_decided`, ...).",
         },
     ),
     EventKind(

@@ -333,6 +333,24 @@ def _upstream(b: _Body) -> str:
     return f"MCP upstream {b.text('upstream')} {verb} ({how}) via the {b.text('via', 'command')}."
 
 
+def _slack_refused(b: _Body) -> str:
+    who = f"Slack user {b.text('slack_user')}"
+    what = (
+        f"{b.text('tool')} in run {b.text('run_id')}"
+        if b.has("tool")
+        else f"approval {b.text('approval_id')}"
+    )
+    return f"Click in Slack by {who} on {what} refused: {b.text('reason')}."
+
+
+def _slack_workspace(b: _Body) -> str:
+    verb = "registered" if b.body.get("created") is True else "changed"
+    return (
+        f"Slack workspace {b.text('team_id')} {verb}: posts to {b.text('channel')}; token from"
+        f" {b.text('token_env')}, signing secret from {b.text('secret_env')}."
+    )
+
+
 def _retired(b: _Body) -> str:
     age = f", older than {b.text('older_than_days')} days" if b.has("older_than_days") else ""
     digest = f", sha256 {b.text('archive_sha256')[:12]}…" if b.has("archive_sha256") else ""
@@ -390,6 +408,15 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "api_key.revoked": lambda b: f"{_key(b)}, revoked.",
     "auth.signed_in": lambda b: f"{b.text('username')} signed in from {b.text('address')}.",
     "mcp.upstream_registered": _upstream,
+    "slack.workspace_registered": _slack_workspace,
+    "slack.linked": lambda b: (
+        f"Slack user {b.text('slack_user')} of {b.text('team_id')} linked to {b.text('username')}"
+        f" ({'by an admin' if b.body.get('how') == 'admin' else 'with their code'})."
+    ),
+    "slack.unlinked": lambda b: (
+        f"Slack user {b.text('slack_user')} of {b.text('team_id')} no longer acts as {b.text('username')}."
+    ),
+    "slack.refused": _slack_refused,
     "auth.locked_out": lambda b: f"Login of {b.text('username')} locked out from {b.text('ip_address')}.",
     "audit.retired": _retired,
 }

@@ -9,6 +9,7 @@ from approvals import views as approvals
 from audit import views as audit
 from notifications import link_views
 from notifications import views as notifications
+from notifications.slack import endpoints as slack
 from runs import views as runs
 from tenants import views as tenants
 
@@ -52,6 +53,7 @@ urlpatterns = [
     path(
         "webhooks/deliveries/<int:pk>/redeliver/", notifications.webhook_redeliver, name="webhook-redeliver"
     ),
+    path("slack/link/", slack.link_page, name="slack-link"),
     path("people/", tenants.people, name="people"),
     path("people/<slug:tenant_id>/add/", tenants.person_add, name="person-add"),
     path("people/<slug:tenant_id>/invite/", tenants.person_invite, name="person-invite"),

@@ -260,6 +260,7 @@ KEELGATE_CONSOLE_URL = os.environ.get("KEELGATE_CONSOLE_URL", "http://127.0.0.1:
 KEELGATE_NOTIFICATION_CHANNELS = [
     "notifications.webhooks.WebhookChannel",
     "notifications.emails.EmailChannel",
+    "notifications.slack.SlackChannel",
 ]
 """Dotted paths of the channels ``keelgate_notify`` runs each pass, in order (notifications/passes.py)."""
 
@@ -284,6 +285,17 @@ KEELGATE_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_TIMEOU
 _RETRY_SCHEDULE = os.environ.get("KEELGATE_WEBHOOK_RETRY_SCHEDULE", "5,300,1800,7200,18000,36000,36000")
 KEELGATE_WEBHOOK_RETRY_SCHEDULE = [float(s) for s in _RETRY_SCHEDULE.split(",")]
 """Seconds before each retry (the Standard Webhooks schedule); when it runs out, the delivery fails."""
+KEELGATE_SLACK_API_URL = os.environ.get("KEELGATE_SLACK_API_URL", "https://slack.com/api/")
+"""Slack's Web API for the Slack channel (``slack_sdk``'s ``base_url``); tests point it at a fake."""
+KEELGATE_SLACK_TIMEOUT_SECONDS = float(os.environ.get("KEELGATE_SLACK_TIMEOUT_SECONDS", "10"))
+"""One call to Slack's Web API must answer in this time."""
+_SLACK_RETRIES = os.environ.get("KEELGATE_SLACK_RETRY_SCHEDULE", "5,30,120,600,1800,3600")
+KEELGATE_SLACK_RETRY_SCHEDULE = [float(s) for s in _SLACK_RETRIES.split(",")]
+"""Seconds before each retry of a Slack post or update; when it runs out, the delivery fails."""
+KEELGATE_SLACK_RESPONSE_URL_PREFIX = os.environ.get(
+    "KEELGATE_SLACK_RESPONSE_URL_PREFIX", "https://hooks.slack.com/"
+)
+"""A click's ``response_url`` must start with this, or no reply is sent to it (Slack's own host)."""
 KEELGATE_WEBHOOK_LEASE_SECONDS = float(os.environ.get("KEELGATE_WEBHOOK_LEASE_SECONDS", "60"))
 """A deliverer that claimed a message and went silent this long is presumed dead; another retries it."""
 KEELGATE_WEBHOOK_ALLOW_PRIVATE = os.environ.get("KEELGATE_WEBHOOK_ALLOW_PRIVATE", "") == "1"

@@ -1,4 +1,5 @@
 """Admin for notifications. Webhooks: endpoints (a secret shown once, when added or rotated), deliveries.
+Slack: workspaces (saved through their audited service), links, posts and clicks (read only).
 
 Every change goes through :mod:`notifications.webhooks.services`, as the console's and
 the command's do, so each is audited under the admin's name.
@@ -14,7 +15,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from keelgate.errors import KeelgateError
-from notifications.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from notifications.models import (
+    SlackDelivery,
+    SlackInteraction,
+    SlackLink,
+    SlackWorkspace,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from notifications.slack.workspaces import workspace_problem, workspace_register
 from notifications.webhooks.events import EVENT_TYPES
 from notifications.webhooks.selectors import display_url
 from notifications.webhooks.services import (
@@ -179,4 +189,104 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# -- Slack ------------------------------------------------------------------------------
+
+
+class SlackWorkspaceForm(forms.ModelForm):
+    """The ids and variable names checked as the command checks them; saved through its service."""
+
+    class Meta:
+        model = SlackWorkspace
+        fields = ("tenant", "team_id", "token_env", "secret_env", "channel", "agent_channels")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        agents = data.get("agent_channels") or {}
+        if not isinstance(agents, dict) or not all(isinstance(v, str) for v in agents.values()):
+            self.add_error("agent_channels", 'An object of agent to channel id: {"paper-trader": "C0123"}.')
+            return data
+        problem = workspace_problem(
+            team_id=data.get("team_id", ""),
+            token_env=data.get("token_env", ""),
+            secret_env=data.get("secret_env", ""),
+            channel=data.get("channel", ""),
+            agent_channels=agents,
+        )
+        if problem:
+            raise forms.ValidationError(problem)
+        return data
+
+
+@admin.register(SlackWorkspace)
+class SlackWorkspaceAdmin(admin.ModelAdmin):
+    """Workspaces: registered and changed through ``workspace_register``, so each change is audited.
+
+    Only the names of the variables holding the token and the signing secret are here.
+    """
+
+    form = SlackWorkspaceForm
+    list_display = ("team_id", "tenant", "channel", "token_env", "secret_env", "enabled")
+    list_filter = ("tenant",)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        try:
+            saved, _ = workspace_register(
+                tenant=data["tenant"],
+                team_id=data["team_id"],
+                token_env=data["token_env"],
+                secret_env=data["secret_env"],
+                channel=data["channel"],
+                agent_channels=data.get("agent_channels") or {},
+                actor=request.user.get_username(),
+            )
+        except ValueError as exc:
+            self.message_user(request, str(exc), level=messages.ERROR)
+            return
+        obj.pk = saved.pk
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_superuser)
+
+
+@admin.register(SlackLink)
+class SlackLinkAdmin(admin.ModelAdmin):
+    """Who each Slack user acts as; made by the person's code or ``keelgate_slack link`` (audited)."""
+
+    list_display = ("workspace", "slack_user", "user", "linked_by", "created_at")
+    list_filter = ("workspace",)
+    readonly_fields = ("workspace", "slack_user", "user", "linked_by", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(SlackDelivery)
+class SlackDeliveryAdmin(admin.ModelAdmin):
+    """Posts and updates, read only."""
+
+    list_display = ("item", "update", "event_kind", "status", "attempts", "last_error", "created_at")
+    list_filter = ("status", "update")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(SlackInteraction)
+class SlackInteractionAdmin(admin.ModelAdmin):
+    """Clicks: what each asked and how it ended, read only."""
+
+    list_display = ("slack_user", "approval_id", "status", "reason", "decided_as", "received_at")
+    list_filter = ("status", "reason")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

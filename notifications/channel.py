@@ -22,6 +22,9 @@ thing, returns the far side's message id as :attr:`Delivered.receipt`, and reads
 with :func:`notifications.claims.receipt_for` when the update's turn comes. A delivery
 about an item waits while an earlier one about the same item to the same recipient is
 unfinished, so an update never overtakes its post.
+
+A channel that also hears back (a chat button clicked) does that work in ``receive()``
+(:meth:`ChannelDefaults.receive`), which a pass runs before it tails the chain.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ class Failed:
     duration_ms: int | None = None
     response: str = ""
     stop: Literal["message", "recipient", "channel"] = "recipient"
+    final: bool = False
+    """No retry can succeed (the far side revoked our credentials): failed now, not after the backoff."""
 
 
 Result = Delivered | Skipped | Failed
@@ -244,4 +249,8 @@ class ChannelDefaults(Generic[D]):
         return None
 
     def counted(self, outcome: str) -> None:
+        return None
+
+    def receive(self) -> None:
+        """What the far side sent back (clicks recorded by an endpoint), handled at the start of a pass."""
         return None

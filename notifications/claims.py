@@ -112,8 +112,9 @@ def record(channel: Channel[D], claim: Claim[D], result: Result) -> None:
             mine.update(status=DeliveryStatus.SKIPPED, **finished)
             transaction.on_commit(lambda: channel.counted("skipped"))
             return
+        final = isinstance(result, Failed) and result.final
         for delivery in claim.deliveries:
-            wait = channel.retry_after(delivery.attempts)
+            wait = None if final else channel.retry_after(delivery.attempts)
             if wait is None:
                 log.error(
                     "notifications: %s delivery %s given up after %s attempts",

@@ -10,8 +10,9 @@ Two kinds of rows belong to the shared engine, whatever the channel:
   has one concrete table of it, with the columns only it needs; :class:`Attempt`
   (abstract) is the optional log of every try.
 
-Then each channel's own rows: webhooks (receivers, deliveries, attempts) and email
-(batches of items per person, and the links to decide in a message).
+Then each channel's own rows: webhooks (receivers, deliveries, attempts), email
+(batches of items per person, and the links to decide in a message) and Slack (workspaces,
+links to people, posts and updates, the clicks waiting to be decided).
 """
 
 from __future__ import annotations
@@ -248,3 +249,156 @@ class DecisionLink(models.Model):
 
     def __str__(self) -> str:
         return f"decision link {self.pk} of approval {self.approval_id} for user {self.user_id}"
+
+
+# -- Slack ------------------------------------------------------------------------------
+
+
+class SlackWorkspace(models.Model):
+    """A tenant's Slack workspace: where its approvals are posted and who may click there.
+
+    The bot token and the signing secret are never stored: ``token_env`` and
+    ``secret_env`` name the environment variables that hold them, read when used, so a
+    database dump, the admin and the logs never see them.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="slack_workspaces")
+    team_id = models.CharField(max_length=32, unique=True)
+    """Slack's id of the workspace (``T0123``): every request from Slack names it."""
+    token_env = models.CharField(max_length=100)
+    """The environment variable holding the bot token (``xoxb-…``)."""
+    secret_env = models.CharField(max_length=100)
+    """The environment variable holding the app's signing secret."""
+    channel = models.CharField(max_length=32)
+    """The default target channel's id (``C0123``)."""
+    agent_channels = models.JSONField(default=dict, blank=True)
+    """An agent's own channel, ``{agent: channel id}``; the rest go to ``channel``."""
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant_id", "team_id"]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}: Slack {self.team_id}"
+
+    def channel_for(self, agent: str) -> str:
+        """Where an item of ``agent`` is posted."""
+        chosen = (self.agent_channels or {}).get(agent)
+        return chosen if isinstance(chosen, str) and chosen else self.channel
+
+
+class SlackLink(models.Model):
+    """A Slack user of a workspace acts as this Keelgate user, and only as this user."""
+
+    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="links")
+    slack_user = models.CharField(max_length=32)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    linked_by = models.CharField(max_length=150)
+    """Who made the link: the user themself (a one-time code) or an admin."""
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "slack_user"], name="slack_link_per_slack_user"),
+            models.UniqueConstraint(fields=["workspace", "user"], name="slack_link_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workspace.team_id}/{self.slack_user} -> user {self.user_id}"
+
+
+class SlackLinkCode(models.Model):
+    """A one-time code a person made in the console to link their Slack user (stored hashed)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"link code of user {self.user_id} in {self.tenant_id}"
+
+
+class SlackDelivery(Delivery):
+    """One post or update of one item's message in one workspace.
+
+    ``item`` is ``approval:<run>:<action>`` or ``unknown:<run>:<action>``; the post's
+    receipt is ``<channel>:<ts>``, which the item's updates read back. What the message
+    says is read from the inbox when it is sent, so a message sent late still says
+    how the item stands now; ``actor`` and ``via`` are who settled it and how, from
+    the event that made the delivery.
+    """
+
+    RECIPIENT = "workspace_id"
+
+    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="deliveries")
+    tenant_id = models.CharField(max_length=63)
+    seq = models.BigIntegerField()
+    event_kind = models.CharField(max_length=64)
+    update = models.BooleanField(default=False)
+    """False: post the item's message; True: update the message its post made."""
+    actor = models.CharField(max_length=150, blank=True)
+    via = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "seq", "item"], name="slack_delivery_per_event_item")
+        ]
+        indexes = [models.Index(fields=["status", "next_attempt_at"], name="slack_delivery_due")]
+
+    def __str__(self) -> str:
+        return f"slack {'update' if self.update else 'post'} {self.item} ({self.status})"
+
+
+class SlackInteractionStatus(models.TextChoices):
+    """Where a click stands."""
+
+    PENDING = "pending", "Pending"
+    DECIDED = "decided", "Decided"
+    REFUSED = "refused", "Refused"
+
+
+class SlackInteraction(models.Model):
+    """One verified button click, recorded before Slack is answered; decided afterwards.
+
+    Unique per (workspace, user, ``action_ts``): Slack's retry of the same request is
+    the same click, recorded once.
+    """
+
+    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="interactions")
+    slack_user = models.CharField(max_length=32)
+    action = models.CharField(max_length=32)
+    """``approve`` (the only decision a button takes in Slack)."""
+    approval_id = models.BigIntegerField()
+    arguments_hash = models.CharField(max_length=64)
+    """The hash of the arguments the message showed: another call is refused as stale."""
+    action_ts = models.CharField(max_length=32)
+    response_url = models.URLField(max_length=500, blank=True)
+    status = models.CharField(
+        max_length=16, choices=SlackInteractionStatus.choices, default=SlackInteractionStatus.PENDING
+    )
+    reason = models.CharField(max_length=64, blank=True)
+    """Why it was refused: an error code (``approval_stale``, ``forbidden``) or ``unlinked``."""
+    detail = models.CharField(max_length=200, blank=True)
+    """The refusal's detail (who settled it first), for the message the clicker gets."""
+    decided_as = models.CharField(max_length=150, blank=True)
+    """The Keelgate user it acted as."""
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+    replied = models.BooleanField(default=False)
+    """The clicker was told what happened (a message only they see)."""
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "slack_user", "action_ts"], name="slack_interaction_once"
+            )
+        ]
+        indexes = [models.Index(fields=["status", "id"], name="slack_interaction_todo")]
+
+    def __str__(self) -> str:
+        return f"{self.slack_user} {self.action} approval {self.approval_id} ({self.status})"

@@ -59,9 +59,12 @@ def notify_all() -> int:
 
 
 def run_pass(channel: Channel[Any]) -> int:
-    """One pass: record what the chain announced, send what is due. Messages delivered."""
+    """One pass: what the far side sent back, then record what the chain announced and send what is due."""
     if not channel.enabled():
         return 0
+    receive = getattr(channel, "receive", None)  # a channel that hears back (ChannelDefaults.receive)
+    if receive is not None:
+        receive()
     tail(channel)
     return deliver(channel)
 

@@ -1,7 +1,8 @@
 """``manage.py keelgate_notify``: run every registered notification channel until stopped.
 
-Each pass runs each channel of ``KEELGATE_NOTIFICATION_CHANNELS`` (webhooks and email
-by default) once: it reads the audit chain past each subscriber's cursor and delivers
+Each pass runs each channel of ``KEELGATE_NOTIFICATION_CHANNELS`` (webhooks, email and
+Slack by default) once: it handles what the far side sent back (Slack's recorded
+clicks, decided here), reads the audit chain past each subscriber's cursor and delivers
 what is due (retries included). Safe to run several, and safe to SIGKILL: a cursor
 only moves with the deliveries for what it passed, and a claim of a sender that died
 lapses and is sent again.
@@ -20,7 +21,8 @@ from notifications.passes import notify_all
 
 class Command(BaseCommand):
     help = (
-        "Deliver webhooks and email (every registered channel) about what waits for a person, until Ctrl-C."
+        "Deliver webhooks, email and Slack messages (every registered channel) about what waits for a"
+        " person, and decide the Slack clicks recorded, until Ctrl-C."
     )
 
     def add_arguments(self, parser: Any) -> None:

@@ -188,6 +188,28 @@ BODIES: dict[str, dict[str, Any]] = {
         "policy_sha256": "ef" * 32,
         "via": "admin",
     },
+    "slack.workspace_registered": {
+        "team_id": "T0123",
+        "channel": "C0123",
+        "agent_channels": {"paper-trader": "C0456"},
+        "token_env": "KEELGATE_SLACK_TOKEN",
+        "secret_env": "KEELGATE_SLACK_SECRET",
+        "created": True,
+        "from_seq": 3,
+    },
+    "slack.linked": {"team_id": "T0123", "slack_user": "U0ALICE", "username": HOSTILE, "how": "code"},
+    "slack.unlinked": {"team_id": "T0123", "slack_user": "U0ALICE", "username": "alice"},
+    "slack.refused": {
+        "run_id": RUN,
+        "action_id": ACTION,
+        "tool": HOSTILE,
+        "team_id": "T0123",
+        "slack_user": "U0MALLORY",
+        "approval_id": 7,
+        "arguments_hash": HASH,
+        "action": "approve",
+        "reason": "unlinked",
+    },
     "auth.locked_out": {"username": "bob", "ip_address": "203.0.113.9"},
     "audit.retired": {
         "from_seq": 1,
@@ -233,6 +255,11 @@ WORDS = {
         " from 10.0.0.7: nothing was decided."
     ),
     "run.status": "Run is now waiting (approval).",
+    "slack.unlinked": "Slack user U0ALICE of T0123 no longer acts as alice.",
+    "slack.workspace_registered": (
+        "Slack workspace T0123 registered: posts to C0123; token from KEELGATE_SLACK_TOKEN, signing secret"
+        " from KEELGATE_SLACK_SECRET."
+    ),
     "audit.retired": (
         f"Events 1–49 retired, older than 183 days: archived to acme-{HOSTILE}.json, sha256 cdcdcdcdcdcd…"
         " (checkpoint of size 60) and removed from the live log."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.site.notifications._receiver import Receiver
@@ -35,3 +37,31 @@ def receivers():
     yield start
     for receiver in started:
         receiver.close()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The Slack tests' figures, summed over the run (each test records its own, on any worker)."""
+    totals = {"requests": 0, "decisions": 0, "duplicates": 0, "lost": 0}
+    refusals: dict[str, int] = {}
+    seen = False
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "teardown":
+                continue
+            for name, value in getattr(report, "user_properties", []):
+                if name != "slack_figures":
+                    continue
+                seen = True
+                figures = json.loads(value)
+                for key in totals:
+                    totals[key] += figures[key]
+                for reason, count in figures["refusals"].items():
+                    refusals[reason] = refusals.get(reason, 0) + count
+    if seen:
+        terminalreporter.write_sep("-", "Slack figures")
+        terminalreporter.write_line(
+            f"requests {totals['requests']}, decisions {totals['decisions']},"
+            f" duplicates {totals['duplicates']}, lost {totals['lost']}"
+        )
+        for reason, count in sorted(refusals.items()):
+            terminalreporter.write_line(f"refused {reason}: {count}")

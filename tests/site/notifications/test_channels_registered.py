@@ -64,6 +64,6 @@ def test_two_channels_may_not_share_a_name(settings):
         channels()
 
 
-def test_the_default_channels_are_webhooks_then_email():
-    """Out of the box: webhooks and email, the two channels of the product."""
-    assert [c.name for c in channels()] == ["webhooks", "email"]
+def test_the_default_channels_are_webhooks_then_email_then_slack():
+    """Out of the box: webhooks, email and Slack, the channels of the product."""
+    assert [c.name for c in channels()] == ["webhooks", "email", "slack"]
