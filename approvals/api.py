@@ -83,8 +83,8 @@ def list_approvals(
 _BULK = (
     "Each item becomes its own attributed, audited decision in its own transaction: one refusal "
     "does not undo the others, and the answer lists each, in the order given (status `refused` "
-    "with its code). High-impact and four-eyes calls are refused with `bulk_not_allowed`: decide "
-    "them one at a time."
+    "with its code and detail). High-impact and M-of-N calls (four-eyes is M = 2) are refused "
+    "with `bulk_not_allowed`, its detail saying which: decide them one at a time."
 )
 
 
@@ -127,7 +127,12 @@ def _bulk(
     return BulkDecideOut(
         results=[
             BulkResultOut(
-                approval_id=r.approval_id, run_id=r.run_id, tool=r.tool, status=r.status, code=r.code
+                approval_id=r.approval_id,
+                run_id=r.run_id,
+                tool=r.tool,
+                status=r.status,
+                code=r.code,
+                detail=r.detail,
             )
             for r in results
         ]
@@ -155,11 +160,13 @@ _approve_route = router.post(
         "unless the site sets `KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH`): 409 `approval_stale` "
         "and nothing approved if the call has other arguments now. With `arguments` you edit "
         "the call first and the answer is the edited call's approval. The item stays pending "
-        "while a four-eyes rule needs another person. 409 `approval_already_decided` (naming "
-        "who) if someone decided it, `approval_expired` if its deadline denied it, "
+        "while an M-of-N rule (four-eyes is M = 2) needs more people (`remaining`). 409 "
+        "`approval_already_decided` (naming who) if someone decided it, "
+        "`approval_expired` if its deadline denied it, "
         "`approval_withdrawn` (naming who) if its run was cancelled, "
         "`approval_duplicate_approver` if you already approved; 403 for a viewer, and 403 "
-        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`), "
+        "403 `approval_role_required` without one of its `approver_roles`."
     ),
 )
 
@@ -213,7 +220,8 @@ else:
         "`approval_already_decided` (naming who) if someone decided it, `approval_expired` if its "
         "deadline denied it, `approval_withdrawn` (naming who) if its run was cancelled; 403 for "
         "a viewer, and 403 "
-        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`), "
+        "403 `approval_role_required` without one of its `approver_roles`."
     ),
 )
 def deny(

@@ -39,6 +39,9 @@ class Approval(models.Model):
     required = models.IntegerField(default=1)
     votes = models.JSONField(default=list)
     """Approvals so far: ``[{"by": ..., "at": ..., "note": ...}]``."""
+    approver_roles = models.JSONField(default=list, blank=True)
+    """The policy's ``approver_roles``: when not empty, only a member holding one of them
+    (a role includes the ones below it) may approve or deny."""
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     requested_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -78,7 +81,26 @@ class Approval(models.Model):
         needed = self.required_role
         if role not in Role.values or needed not in Role.values:
             return False
-        return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+        rank = ROLE_RANK[Role(role)]
+        if rank < ROLE_RANK[Role(needed)]:
+            return False
+        named = [r for r in self.approver_roles or [] if r in Role.values]
+        return not self.approver_roles or any(rank >= ROLE_RANK[Role(r)] for r in named)
+
+    @property
+    def approved_by(self) -> list[str]:
+        """Who approved so far, once each, in the order they did."""
+        names: list[str] = []
+        for vote in self.votes or []:
+            by = vote.get("by") if isinstance(vote, dict) else None
+            if isinstance(by, str) and by not in names:
+                names.append(by)
+        return names
+
+    @property
+    def remaining(self) -> int:
+        """How many more distinct people must approve (0 once enough have)."""
+        return max(self.required - len(self.approved_by), 0)
 
     def settled_error(self) -> KeelgateError:
         """Why this settled approval cannot be decided, in words true of how it was settled.

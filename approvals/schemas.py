@@ -140,6 +140,9 @@ class BulkResultOut(Schema):
     tool: str
     status: str = Field(description="The approval's status after the decision, or `refused`.")
     code: str = Field(description="Why it was refused (`bulk_not_allowed`, an error code), else empty.")
+    detail: str = Field(
+        "", description="The refusal in words (which rule made it one to decide alone), else empty."
+    )
 
 
 class BulkDecideOut(Schema):
@@ -190,8 +193,16 @@ class ApprovalOut(BaseModel):
     tool: str
     arguments: Any = Field(description="The proposed arguments (a JSON value). Untrusted.")
     reason: str
-    required: int = Field(description="Distinct approvers needed.")
+    required: int = Field(description="Distinct approvers needed (2 is four-eyes; M of M-of-N).")
     votes: list[VoteOut]
+    approved_by: list[str] = Field(description="Who approved so far, once each.")
+    remaining: int = Field(
+        description="How many more distinct people must approve; a denial by any one of them ends it."
+    )
+    approver_roles: list[str] = Field(
+        description="When not empty, only a member holding one of these roles (or above) may decide it; "
+        "anyone else gets 403 `approval_role_required`."
+    )
     status: ApprovalStatus
     requested_at: datetime
     expires_at: datetime | None
@@ -290,6 +301,9 @@ def approval_out(row: Approval) -> ApprovalOut:
         reason=row.reason,
         required=row.required,
         votes=_votes(row.votes),
+        approved_by=row.approved_by,
+        remaining=row.remaining if row.status == "pending" else 0,
+        approver_roles=[str(r) for r in row.approver_roles or []],
         status=row.status,
         requested_at=row.requested_at,
         expires_at=row.expires_at,

@@ -220,10 +220,11 @@ def _decided_text(row: Approval, decided: Approval, decision: Literal["approve",
     """What a decision did; ``decided`` is another row than ``row`` when an edit replaced the call."""
     edited = decided.pk != row.pk
     if decided.status == "pending":
-        left = decided.required - len(decided.votes)
+        left = decided.remaining
+        more = f"{left} more approver{'s' if left != 1 else ''} needed"
         if edited:
-            return f"Your edit is recorded and approved by you: {left} more approver needed for it."
-        return f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
+            return f"Your edit is recorded and approved by you: {more} for it."
+        return f"Your approval is recorded: {more}."
     if edited:
         return f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
     verb = "Approved" if decision == "approve" else "Denied"

@@ -319,6 +319,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ApprovalEscalatedError",
         "ApprovalExpiredError",
         "ApprovalStaleError",
+        "ApproverRoleError",
         "CallMayBeRunningError",
         "ChainBrokenError",
         "CheckpointUnreadableError",
