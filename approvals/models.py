@@ -7,6 +7,8 @@ people deciding at once exactly one takes effect.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError
@@ -124,6 +126,45 @@ class Approval(models.Model):
             models.Index(fields=["status", "expires_at"], name="approval_expiry"),
             models.Index(fields=["status", "warn_at"], name="approval_warning"),
         ]
+
+
+class StandingApproval(models.Model):
+    """A standing rule: calls of one agent's tool in one tenant, within its constraints,
+    approved by the people who made it, until it expires or is revoked
+    (:mod:`approvals.standing` matches, applies and changes it)."""
+
+    tenant_id = models.CharField(max_length=63)
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    exact_arguments = models.JSONField(null=True, blank=True)
+    """When set, only a call with exactly these arguments matches (canonical JSON)."""
+    bounds = models.JSONField(default=dict, blank=True)
+    """Per named field: ``{"quantity": {"max": 10}, "symbol": {"equals": "ACME"}}``."""
+    required = models.IntegerField(default=1)
+    """How many distinct makers it needs before it is live (the M of the calls it may approve)."""
+    makers = models.JSONField(default=list)
+    """Who made it, in order, once each: ``[{"by": ..., "at": ...}]``."""
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True)
+    uses = models.IntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    source_approval = models.IntegerField(null=True, blank=True)
+    """The inbox approval it was made from ("approve, and the same from now on"), if any."""
+
+    @property
+    def maker_names(self) -> list[str]:
+        """Who made it, once each, in order."""
+        return [str(m.get("by")) for m in self.makers or [] if isinstance(m, dict)]
+
+    def live_at(self, now: Any) -> bool:
+        """Made by enough people, not revoked, not expired."""
+        return self.revoked_at is None and now < self.expires_at and len(self.maker_names) >= self.required
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "agent", "tool", "expires_at"], name="standing_match")]
 
 
 class UnknownOutcome(models.Model):

@@ -9,6 +9,7 @@ from django.db.models import Model
 from approvals.models import Approval
 from approvals.projection import sync_inbox
 from approvals.services import approvals_expire, approvals_warn
+from approvals.standing import standing_apply_run
 from keelgate.loop import LoopState
 from sitekit.commits import RowWriter
 
@@ -19,6 +20,12 @@ def on_checkpoint_saved(
     """Project the inbox rows of the state, inside the transaction that saves it (with the
     approval row the deciding service holds locked, if any)."""
     sync_inbox(state, writer, held=locked if isinstance(locked, Approval) else None)
+
+
+def on_run_waiting(sender: Any, *, tenant_id: str, run_id: str, reason: str = "", **_: Any) -> None:
+    """A run stopped for its approvals: the tenant's live standing rules approve those they match."""
+    if reason == "approval_pending":
+        standing_apply_run(tenant_id=tenant_id, run_id=run_id)
 
 
 def on_worker_idle(sender: Any, **_: Any) -> None:

@@ -1,0 +1,226 @@
+"""Standing approvals: a rule approves the calls it matches when their run stops for them,
+audited by rule and maker; never high impact, never past expiry or revocation, never for an
+M-of-N call with fewer makers than M; impossible rules refused naming the field; a revoke
+racing a use: one wins."""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from approvals.models import Approval, ApprovalStatus, StandingApproval
+from approvals.standing import (
+    standing_apply,
+    standing_create,
+    standing_edit,
+    standing_endorse,
+    standing_revoke,
+)
+from audit.selectors import audit_verify
+from keelgate.errors import DuplicateApproverError
+from runs.agents.brokerage import PaperBrokerage
+from runs.models import Run, RunStatus
+from sitekit.errors import ForbiddenError, StandingRuleEndedError, StandingRuleInvalidError
+from tenants.models import Membership, Role, Tenant
+from tests.site._audit import logged
+from tests.site._threads import at_once
+
+from .conftest import PASSWORD, start_waiting
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def folks(people, brokerage_path, settings):
+    """The console's people, cal (a third approver), and the three-of-n agent."""
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "three-of-n": "tests.site.console.agents.build_three_of_n",
+    }
+    cal = get_user_model().objects.create_user("cal", password=PASSWORD)
+    Membership.objects.create(user=cal, tenant=Tenant.objects.get(slug="t1"), role=Role.APPROVER)
+    people["cal"] = cal
+    return people
+
+
+def rule(user, *, agent="paper-trader", days=7.0, **kwargs) -> StandingApproval:
+    kwargs.setdefault("bounds", {"quantity": {"max": 10}, "symbol": {"equals": "ACME"}})
+    return standing_create(
+        tenant_id="t1",
+        user=user,
+        agent=agent,
+        tool="place_order",
+        expires_at=timezone.now() + timedelta(days=days),
+        **kwargs,
+    )
+
+
+def events(kind: str) -> list[tuple[str, dict]]:
+    return [(e.actor, json.loads(e.body)) for e in logged().filter(kind=kind).order_by("seq")]
+
+
+def test_a_live_rule_approves_a_matching_call_once_audited_by_rule_and_maker(folks):
+    """bob's rule (quantity <= 10 of ACME): the run stops, the rule approves, the order runs once."""
+    made = rule(folks["bob"], note="routine top-ups")
+    approval = start_waiting(folks["op"], "s1")
+    row = Approval.objects.get(pk=approval.pk)
+    assert row.status == ApprovalStatus.APPROVED and row.approved_by == ["bob"]
+    assert row.votes[0]["note"] == f"standing rule #{made.pk}"
+    assert Run.objects.get(run_id="s1").status == RunStatus.DONE
+    assert [(o.executions, o.replays) for o in PaperBrokerage().ledger()] == [(1, 0)]
+    used = events("approval.standing_used")
+    assert [(actor, body["rule_id"], body["made_by"], body["run_id"]) for actor, body in used] == [
+        ("bob", made.pk, ["bob"], "s1")
+    ]
+    decided = events("approval.decided")
+    assert [(a, b["via"], b["note"]) for a, b in decided] == [
+        ("bob", "standing", f"standing rule #{made.pk}")
+    ]
+    created = events("approval.standing_created")
+    assert created[0][0] == "bob" and created[0][1]["bounds"]["quantity"] == {"max": 10}
+    assert StandingApproval.objects.get(pk=made.pk).uses == 1
+    assert audit_verify(tenant_id="t1").ok
+
+
+def test_a_call_outside_the_constraints_waits_for_a_person(folks):
+    """quantity 20 is above the rule's max; another symbol is not its equals: both wait."""
+    rule(folks["bob"])
+    assert start_waiting(folks["op"], "s2", goal="buy 20 ACME").status == ApprovalStatus.PENDING
+    assert start_waiting(folks["op"], "s3", goal="buy 5 GAMMA").status == ApprovalStatus.PENDING
+    assert events("approval.standing_used") == []
+
+
+def test_exact_arguments_match_only_those_arguments(folks):
+    """A rule for exactly one call's arguments approves that call and not a neighbour."""
+    rule(folks["bob"], bounds=None, exact_arguments={"symbol": "ACME", "side": "buy", "quantity": 10})
+    assert Approval.objects.get(pk=start_waiting(folks["op"], "s4").pk).status == ApprovalStatus.APPROVED
+    assert start_waiting(folks["op"], "s5", goal="buy 9 ACME").status == ApprovalStatus.PENDING
+
+
+def test_never_after_revocation_or_expiry_nor_for_a_high_impact_call(folks):
+    """Revoked, expired, or the call high impact: the rule approves nothing."""
+    revoked = rule(folks["bob"])
+    standing_revoke(tenant_id="t1", rule_id=revoked.pk, user=folks["op"], note="enough")
+    assert start_waiting(folks["op"], "s6").status == ApprovalStatus.PENDING
+    expired = rule(folks["bob"])
+    StandingApproval.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert start_waiting(folks["op"], "s7").status == ApprovalStatus.PENDING
+    rule(folks["bob"], bounds={"quantity": {"max": 1000}})
+    big = start_waiting(folks["op"], "s8", goal="buy 500 ACME")
+    assert big.high_impact and big.status == ApprovalStatus.PENDING
+    assert standing_apply(tenant_id="t1", approval_id=big.pk) is None
+    assert events("approval.standing_used") == []
+    assert [b["uses"] for _, b in events("approval.standing_revoked")] == [0]
+
+
+def test_an_m_of_n_call_needs_a_rule_made_by_m_people(folks):
+    """M = 3: a rule of one maker never approves it; one needing 3 is live after two endorsements,
+    then records the three makers' approvals."""
+    rule(folks["bob"], agent="three-of-n")  # required 1: never enough for M = 3
+    assert start_waiting(folks["op"], "s9", agent="three-of-n").status == ApprovalStatus.PENDING
+    three = rule(folks["bob"], agent="three-of-n", required=3)
+    assert start_waiting(folks["op"], "s10", agent="three-of-n").status == ApprovalStatus.PENDING
+    standing_endorse(tenant_id="t1", rule_id=three.pk, user=folks["cal"])
+    with pytest.raises(DuplicateApproverError):
+        standing_endorse(tenant_id="t1", rule_id=three.pk, user=folks["cal"])
+    standing_endorse(tenant_id="t1", rule_id=three.pk, user=folks["op"])
+    row = Approval.objects.get(pk=start_waiting(folks["op"], "s11", agent="three-of-n").pk)
+    assert row.status == ApprovalStatus.APPROVED and row.approved_by == ["bob", "cal", "op"]
+    assert [b["made_by"] for _, b in events("approval.standing_used")] == [["bob", "cal", "op"]]
+    assert [(o.executions, o.replays) for o in PaperBrokerage().ledger()] == [(1, 0)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"bounds": {"qty": {"max": 10}}}, "bounds.qty"),
+        ({"bounds": {"quantity": {"min": 20, "max": 10}}}, "bounds.quantity"),
+        ({"bounds": {"quantity": {"max": "ten"}}}, "bounds.quantity.max"),
+        ({"bounds": {"symbol": {"max": 3}}}, "bounds.symbol.max"),
+        ({"bounds": {"quantity": {"below": 3}}}, "bounds.quantity"),
+        ({"bounds": {}}, "bounds"),
+        (
+            {"bounds": None, "exact_arguments": {"symbol": "ACME", "side": "buy", "quantity": "10"}},
+            "exact_arguments",
+        ),
+        ({"days": 31}, "expires_at"),
+        ({"days": -1}, "expires_at"),
+        ({"required": 0}, "required"),
+    ],
+)
+def test_an_impossible_rule_is_refused_naming_the_field(folks, kwargs, field):
+    """Each is StandingRuleInvalidError (422) whose detail starts with the field; nothing is made."""
+    with pytest.raises(StandingRuleInvalidError) as caught:
+        rule(folks["bob"], **kwargs)
+    assert caught.value.http_status == 422 and caught.value.detail.startswith(f"{field}")
+    assert not StandingApproval.objects.exists() and events("approval.standing_created") == []
+
+
+def test_admins_narrow_a_rule_but_never_widen_it_and_viewers_make_none(folks):
+    """An earlier expiry and a lower max are taken; a later expiry or a higher max are refused."""
+    made = rule(folks["bob"])
+    with pytest.raises(ForbiddenError):
+        standing_edit(tenant_id="t1", rule_id=made.pk, user=folks["bob"], bounds={"quantity": {"max": 5}})
+    with pytest.raises(ForbiddenError):
+        rule(folks["viewer"])
+    sooner = timezone.now() + timedelta(days=1)
+    narrowed = standing_edit(
+        tenant_id="t1",
+        rule_id=made.pk,
+        user=folks["op"],
+        expires_at=sooner,
+        bounds={"quantity": {"max": 5}, "symbol": {"equals": "ACME"}},
+    )
+    assert narrowed.bounds["quantity"] == {"max": 5} and narrowed.expires_at == sooner
+    with pytest.raises(StandingRuleInvalidError, match="max"):
+        standing_edit(
+            tenant_id="t1",
+            rule_id=made.pk,
+            user=folks["op"],
+            bounds={"quantity": {"max": 6}, "symbol": {"equals": "ACME"}},
+        )
+    with pytest.raises(StandingRuleInvalidError, match="expires_at"):
+        standing_edit(
+            tenant_id="t1", rule_id=made.pk, user=folks["op"], expires_at=sooner + timedelta(days=1)
+        )
+    with pytest.raises(StandingRuleInvalidError, match="bounds.symbol"):
+        standing_edit(tenant_id="t1", rule_id=made.pk, user=folks["op"], bounds={"quantity": {"max": 5}})
+    assert len(events("approval.standing_edited")) == 1
+    standing_revoke(tenant_id="t1", rule_id=made.pk, user=folks["op"])
+    with pytest.raises(StandingRuleEndedError):
+        standing_edit(tenant_id="t1", rule_id=made.pk, user=folks["op"], expires_at=sooner)
+    standing_revoke(tenant_id="t1", rule_id=made.pk, user=folks["op"])  # idempotent
+    assert len(events("approval.standing_revoked")) == 1
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_revoke_racing_a_use_one_wins(folks, round_):
+    """Two threads, one applying the rule to a waiting call, one revoking it: either the call
+    was approved before the revoke (one use, used before revoked in the chain) or not at all."""
+    approval = start_waiting(folks["op"], f"race{round_}")
+    made = rule(folks["bob"])  # made after the call stopped: only the racing apply can use it
+    outcomes = at_once(
+        [
+            functools.partial(standing_apply, tenant_id="t1", approval_id=approval.pk),
+            functools.partial(standing_revoke, tenant_id="t1", rule_id=made.pk, user=folks["op"]),
+        ],
+        timeout=120,
+    )
+    assert not any(isinstance(o, BaseException) for o in outcomes), outcomes
+    row = Approval.objects.get(pk=approval.pk)
+    stored = StandingApproval.objects.get(pk=made.pk)
+    assert stored.revoked_at is not None
+    used = logged().filter(kind="approval.standing_used").values_list("seq", flat=True)
+    revoked = logged().filter(kind="approval.standing_revoked").values_list("seq", flat=True)
+    if outcomes[0] is None:
+        assert row.status == ApprovalStatus.PENDING and stored.uses == 0 and list(used) == []
+    else:
+        assert row.status == ApprovalStatus.APPROVED and stored.uses == 1
+        assert len(used) == 1 and used[0] < revoked[0]
+        assert json.loads(logged().get(kind="approval.standing_revoked").body)["uses"] == 1
+    assert audit_verify(tenant_id="t1").ok
