@@ -188,7 +188,7 @@ def test_admins_narrow_a_rule_but_never_widen_it_and_viewers_make_none(folks):
         standing_edit(
             tenant_id="t1", rule_id=made.pk, user=folks["op"], expires_at=sooner + timedelta(days=1)
         )
-    with pytest.raises(StandingRuleInvalidError, match="bounds.symbol"):
+    with pytest.raises(StandingRuleInvalidError, match=r"bounds\.symbol"):
         standing_edit(tenant_id="t1", rule_id=made.pk, user=folks["op"], bounds={"quantity": {"max": 5}})
     assert len(events("approval.standing_edited")) == 1
     standing_revoke(tenant_id="t1", rule_id=made.pk, user=folks["op"])
