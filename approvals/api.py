@@ -402,6 +402,7 @@ def create_standing(
         note=payload.note,
         expiry_field="expires_in_days",
     )
+    assert rule is not None  # made, not only checked
     return standing_rule_out(rule, now=timezone.now())
 
 

@@ -207,9 +207,12 @@ def standing_create(
     note: str = "",
     source_approval: int | None = None,
     expiry_field: str = "expires_at",
-) -> StandingApproval:
+    check_only: bool = False,
+) -> StandingApproval | None:
     """Make a rule as ``user`` (an approver of the tenant): StandingRuleInvalidError naming the
-    field for one that could never work; ``required`` > 1 waits for endorsements."""
+    field for one that could never work; ``required`` > 1 waits for endorsements.
+    ``check_only``: refuse as it would, make nothing (None), so that a card checks a rule
+    before its approval is recorded."""
     require_role(user, tenant_id, Role.APPROVER)
     now = timezone.now()
     model, properties = _tool_schema(agent, tool, tenant_id)
@@ -220,6 +223,8 @@ def standing_create(
     if isinstance(required, bool) or not isinstance(required, int) or not 1 <= required <= MAX_MAKERS:
         raise _invalid("required", f"between 1 and {MAX_MAKERS}")
     expiry = _checked_expiry(expires_at, now, field=expiry_field)
+    if check_only:
+        return None
     by = user.get_username()
     with transaction.atomic():
         rule = StandingApproval.objects.create(
@@ -258,7 +263,8 @@ def standing_create_from(
     expires_at: datetime | None,
     note: str = "",
     expiry_field: str = "expires_at",
-) -> StandingApproval:
+    check_only: bool = False,
+) -> StandingApproval | None:
     """A rule made from an inbox approval the person is answering: the same agent and tool,
     its M, and either its exact arguments or the given bounds. Never for a high-impact call."""
     if approval.high_impact:
@@ -276,6 +282,7 @@ def standing_create_from(
         note=note,
         source_approval=approval.pk,
         expiry_field=expiry_field,
+        check_only=check_only,
     )
 
 

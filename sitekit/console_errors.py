@@ -54,6 +54,8 @@ from sitekit.errors import (
     GoalNotUnderstoodError,
     NotFoundError,
     NotResumableError,
+    StandingRuleEndedError,
+    StandingRuleInvalidError,
     UnknownAgentError,
     WebhookDeliveryUnfinishedError,
     WebhookUrlRefusedError,
@@ -139,6 +141,12 @@ WORDING: dict[type[KeelgateError], Wording] = {
         "not decided: it takes the {detail} role",
         level="warning",
         unnamed="approval's",
+    ),
+    StandingRuleInvalidError: Wording(
+        "Nothing was done: the standing rule could not work as written ({detail}).", keep=True
+    ),
+    StandingRuleEndedError: Wording(
+        "That standing rule was revoked or has expired: it cannot change.", level="warning"
     ),
     RunFinishedError: Wording("Not cancelled: the run has already finished.", level="warning"),
     NotResumableError: Wording(

@@ -224,3 +224,63 @@ def test_a_revoke_racing_a_use_one_wins(folks, round_):
         assert len(used) == 1 and used[0] < revoked[0]
         assert json.loads(logged().get(kind="approval.standing_revoked").body)["uses"] == 1
     assert audit_verify(tenant_id="t1").ok
+
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+FROM_NOW_ON = {
+    "standing": "1",
+    "standing_match": "bounds",
+    "standing_max_quantity": "10",
+    "standing_eq_symbol": "1",
+    "standing_eq_side": "1",
+    "standing_days": "7",
+}
+
+
+def test_the_card_approves_and_makes_a_rule_that_approves_the_next_call(folks, as_user):
+    """bob ticks "and from now on" with quantity <= 10: approved, rule made, the next order needs nobody."""
+    approval = start_waiting(folks["op"], "c1")
+    page = as_user("bob").get("/").content.decode()
+    assert "…and approve the same from now on" in page and 'name="standing_max_quantity"' in page
+    response = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": "", **FROM_NOW_ON}, **HTMX)
+    assert response.status_code == 200, response.content
+    made = StandingApproval.objects.get()
+    assert "From now on, standing rule #" in response.content.decode()
+    assert made.bounds == {"quantity": {"max": 10}, "symbol": {"equals": "ACME"}, "side": {"equals": "buy"}}
+    assert made.maker_names == ["bob"] and made.source_approval == approval.pk
+    assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.APPROVED
+    assert Approval.objects.get(pk=start_waiting(folks["op"], "c2", goal="buy 8 ACME").pk).approved_by == [
+        "bob"
+    ]
+
+
+def test_an_impossible_rule_on_the_card_records_no_approval(folks, as_user):
+    """A 31-day rule is refused naming the field, and the approval is not recorded either."""
+    approval = start_waiting(folks["op"], "c3")
+    response = as_user("bob").post(
+        f"/approvals/{approval.pk}/approve/", {**FROM_NOW_ON, "standing_days": "31"}, **HTMX
+    )
+    assert (
+        response.status_code == 400 and "(standing_days: at most 30 days ahead)" in response.content.decode()
+    )
+    assert Approval.objects.get(pk=approval.pk).votes == [] and not StandingApproval.objects.exists()
+
+
+def test_the_page_lets_admins_narrow_and_revoke_and_others_only_look(folks, as_user):
+    """op sees Narrow and Revoke; bob sees the rule without them and is refused if he posts."""
+    made = rule(folks["bob"], note="<b>top-ups</b>")
+    admin_page = as_user("op").get("/approvals/standing/").content.decode()
+    assert f"Revoke #{made.pk}" in admin_page and f"Narrow #{made.pk}" in admin_page
+    assert "&lt;b&gt;top-ups&lt;/b&gt;" in admin_page
+    bob_page = as_user("bob").get("/approvals/standing/").content.decode()
+    assert f'id="rule-{made.pk}"' in bob_page and f"Revoke #{made.pk}" not in bob_page
+    assert as_user("bob").post(f"/approvals/standing/{made.pk}/revoke/").status_code == 403
+    assert as_user("eve").post(f"/approvals/standing/{made.pk}/revoke/").status_code == 404
+    narrowed = as_user("op").post(f"/approvals/standing/{made.pk}/edit/", {"max_quantity": "4"})
+    assert narrowed.status_code == 303
+    assert StandingApproval.objects.get(pk=made.pk).bounds["quantity"] == {"max": 4}
+    wider = as_user("op").post(f"/approvals/standing/{made.pk}/edit/", {"max_quantity": "40"}, follow=True)
+    assert "an edit may only lower max" in wider.content.decode()
+    revoked = as_user("op").post(f"/approvals/standing/{made.pk}/revoke/", {"note": "enough"}, follow=True)
+    assert f"Standing rule #{made.pk} revoked" in revoked.content.decode()
+    assert StandingApproval.objects.get(pk=made.pk).revoked_by == "op"
