@@ -146,8 +146,15 @@ def _checked_bounds(raw: Any, properties: Mapping[str, Any]) -> dict[str, dict[s
             raise _invalid(where, "min is above max: no call could match")
         if "equals" in bound and ("min" in bound or "max" in bound):
             raise _invalid(where, "equals with min or max: give one or the other")
+        if _has_nul(bound):
+            raise _invalid(where, "text may not hold NUL")
         bounds[str(field)] = dict(bound)
     return bounds
+
+
+def _has_nul(value: Any) -> bool:
+    """PostgreSQL cannot store NUL in a JSON value: refused as input, never a 500."""
+    return "\\u0000" in canonical_json(value)
 
 
 def _checked_exact(raw: Any, model: Any) -> dict[str, Any] | None:
@@ -162,6 +169,8 @@ def _checked_exact(raw: Any, model: Any) -> dict[str, Any] | None:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise _invalid(f"exact_arguments.{where}" if where else "exact_arguments", first["msg"]) from exc
+    if _has_nul(dict(raw)):
+        raise _invalid("exact_arguments", "text may not hold NUL")
     return dict(raw)
 
 

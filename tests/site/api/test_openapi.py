@@ -35,7 +35,9 @@ def test_every_operation_has_a_summary_a_success_schema_and_error_responses(tran
     """Each operation: a summary, a 2xx JSON schema (the signed checkpoint: text/plain, as it
     is served), ErrorOut for 401, 404, 422, 429, and security."""
     document = spec()
-    assert len(list(operations(document))) == 29  # 25, and the standing approvals: list, create, endorse, revoke
+    assert (
+        len(list(operations(document))) == 29
+    )  # 25, and the standing approvals: list, create, endorse, revoke
     for method, path, operation in operations(document):
         where = f"{method.upper()} {path}"
         assert operation.get("summary"), where

@@ -48,6 +48,11 @@ def test_a_rule_made_over_the_api_approves_the_next_matching_call(client, broker
         ({"tool": "no_such_tool"}, "tool"),
         ({"agent": "no-such-agent"}, "agent"),
         ({"bounds": None, "exact_arguments": {"symbol": "ACME"}}, "exact_arguments"),
+        (
+            {"bounds": None, "exact_arguments": {"symbol": "AC\x00ME", "side": "buy", "quantity": 1}},
+            "exact_arguments",
+        ),
+        ({"bounds": {"symbol": {"equals": "A\x00"}}}, "bounds.symbol"),
     ],
 )
 def test_an_impossible_rule_is_a_422_naming_the_field(client, change, field):
