@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.db.models import Model
@@ -13,6 +14,8 @@ from approvals.standing import standing_apply_run
 from keelgate.loop import LoopState
 from sitekit.commits import RowWriter
 
+log = logging.getLogger("keelgate.approvals")
+
 
 def on_checkpoint_saved(
     sender: Any, *, state: LoopState, writer: RowWriter, locked: Model | None = None, **_: Any
@@ -23,9 +26,16 @@ def on_checkpoint_saved(
 
 
 def on_run_waiting(sender: Any, *, tenant_id: str, run_id: str, reason: str = "", **_: Any) -> None:
-    """A run stopped for its approvals: the tenant's live standing rules approve those they match."""
-    if reason == "approval_pending":
+    """A run stopped for its approvals: the tenant's live standing rules approve those they match.
+
+    Fail closed: if applying them fails (the database went away), the calls wait for people
+    and the worker that sent this carries on; the failure is logged."""
+    if reason != "approval_pending":
+        return
+    try:
         standing_apply_run(tenant_id=tenant_id, run_id=run_id)
+    except Exception:
+        log.exception("standing approval rules not applied to run %s of %s", run_id, tenant_id)
 
 
 def on_worker_idle(sender: Any, **_: Any) -> None:

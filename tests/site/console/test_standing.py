@@ -284,3 +284,20 @@ def test_the_page_lets_admins_narrow_and_revoke_and_others_only_look(folks, as_u
     revoked = as_user("op").post(f"/approvals/standing/{made.pk}/revoke/", {"note": "enough"}, follow=True)
     assert f"Standing rule #{made.pk} revoked" in revoked.content.decode()
     assert StandingApproval.objects.get(pk=made.pk).revoked_by == "op"
+
+
+def test_a_failure_applying_the_rules_leaves_the_call_to_people(folks, monkeypatch, caplog):
+    """Fail closed: the rules cannot be read (the database went away): the call waits, the worker goes on."""
+    from django.db import DatabaseError
+
+    import approvals.receivers
+
+    def broken(**kwargs: object) -> int:
+        raise DatabaseError("the database went away")
+
+    rule(folks["bob"])
+    monkeypatch.setattr(approvals.receivers, "standing_apply_run", broken)
+    approval = start_waiting(folks["op"], "f1")
+    assert approval.status == ApprovalStatus.PENDING
+    assert Run.objects.get(run_id="f1").status == RunStatus.WAITING
+    assert "standing approval rules not applied to run f1" in caplog.text
