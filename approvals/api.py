@@ -12,9 +12,11 @@ cancelled its run (``Approval.settled_error``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Path, Query, Router
 
 from approvals.schemas import (
@@ -32,9 +34,14 @@ from approvals.schemas import (
     DenyIn,
     LookupOut,
     ReconcileIn,
+    StandingCreateIn,
+    StandingRevokeIn,
+    StandingRuleOut,
+    StandingRulesOut,
     UnknownOutcomeOut,
     UnknownOutcomePageOut,
     approval_out,
+    standing_rule_out,
     unknown_outcome_out,
 )
 from approvals.selectors import approval_get, approval_page, unknown_outcome_get, unknown_outcome_page
@@ -46,6 +53,7 @@ from approvals.services import (
     unknown_check,
     unknown_reconcile,
 )
+from approvals.standing import standing_create, standing_endorse, standing_revoke, standing_rules
 from runs.schemas import ACTION_ID, RUN_ID, RunOut, run_out
 from sitekit.api import CURSOR, MAX_ID, READ_ERRORS, WRITE_ERRORS, responses
 from tenants.api_auth import API_AUTH as AUTH
@@ -83,8 +91,8 @@ def list_approvals(
 _BULK = (
     "Each item becomes its own attributed, audited decision in its own transaction: one refusal "
     "does not undo the others, and the answer lists each, in the order given (status `refused` "
-    "with its code). High-impact and four-eyes calls are refused with `bulk_not_allowed`: decide "
-    "them one at a time."
+    "with its code and detail). High-impact and M-of-N calls (four-eyes is M = 2) are refused "
+    "with `bulk_not_allowed`, its detail saying which: decide them one at a time."
 )
 
 
@@ -127,7 +135,12 @@ def _bulk(
     return BulkDecideOut(
         results=[
             BulkResultOut(
-                approval_id=r.approval_id, run_id=r.run_id, tool=r.tool, status=r.status, code=r.code
+                approval_id=r.approval_id,
+                run_id=r.run_id,
+                tool=r.tool,
+                status=r.status,
+                code=r.code,
+                detail=r.detail,
             )
             for r in results
         ]
@@ -155,11 +168,13 @@ _approve_route = router.post(
         "unless the site sets `KEELGATE_APPROVE_WITHOUT_ARGUMENTS_HASH`): 409 `approval_stale` "
         "and nothing approved if the call has other arguments now. With `arguments` you edit "
         "the call first and the answer is the edited call's approval. The item stays pending "
-        "while a four-eyes rule needs another person. 409 `approval_already_decided` (naming "
-        "who) if someone decided it, `approval_expired` if its deadline denied it, "
+        "while an M-of-N rule (four-eyes is M = 2) needs more people (`remaining`). 409 "
+        "`approval_already_decided` (naming who) if someone decided it, "
+        "`approval_expired` if its deadline denied it, "
         "`approval_withdrawn` (naming who) if its run was cancelled, "
         "`approval_duplicate_approver` if you already approved; 403 for a viewer, and 403 "
-        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`), "
+        "403 `approval_role_required` without one of its `approver_roles`."
     ),
 )
 
@@ -213,7 +228,8 @@ else:
         "`approval_already_decided` (naming who) if someone decided it, `approval_expired` if its "
         "deadline denied it, `approval_withdrawn` (naming who) if its run was cancelled; 403 for "
         "a viewer, and 403 "
-        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`)."
+        "`approval_escalated` below the role its deadline escalated it to (`escalated_to`), "
+        "403 `approval_role_required` without one of its `approver_roles`."
     ),
 )
 def deny(
@@ -337,3 +353,96 @@ def reconcile(
         context=decision_context(request),
     )
     return unknown_outcome_out(item)
+
+
+RuleIdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="The standing rule's id.")]
+
+
+@router.get(
+    "/standing-approvals",
+    response=responses({200: StandingRulesOut}, READ_ERRORS),
+    summary="List standing approval rules",
+    description="The tenant's standing rules, newest first: live, expired and revoked alike.",
+)
+def list_standing(request: HttpRequest, tenant: TenantQuery = None) -> StandingRulesOut:
+    caller = caller_of(request, tenant)
+    now = timezone.now()
+    return StandingRulesOut(
+        items=[standing_rule_out(r, now=now) for r in standing_rules(tenant_ids=caller.tenant_ids)]
+    )
+
+
+@router.post(
+    "/standing-approvals",
+    response=responses({200: StandingRuleOut}, WRITE_ERRORS),
+    summary="Make a standing approval rule",
+    description=(
+        "Approve, from now on, the calls of `agent`'s `tool` within the constraints: exactly "
+        "`exact_arguments`, or `bounds` on named fields of the tool's arguments. It expires after "
+        "`expires_in_days` (required, at most `KEELGATE_STANDING_APPROVAL_MAX_DAYS`). A rule that "
+        "could never work is 422 `standing_rule_invalid`, its detail naming the field (a field the "
+        "tool does not have, `min` above `max`, an expiry too far). A rule with `required` > 1 is "
+        "live once that many people made it (`/endorse`); it never approves a high-impact call, nor "
+        "an M-of-N call with fewer makers than M. Approvers and above."
+    ),
+)
+def create_standing(
+    request: HttpRequest, payload: StandingCreateIn, tenant: TenantQuery = None
+) -> StandingRuleOut:
+    caller = caller_of(request, tenant)
+    rule = standing_create(
+        tenant_id=caller.tenant_id,
+        user=caller.user,
+        agent=payload.agent,
+        tool=payload.tool,
+        exact_arguments=payload.exact_arguments,
+        bounds={k: v.as_bound() for k, v in payload.bounds.items()} if payload.bounds is not None else None,
+        expires_at=timezone.now() + timedelta(days=payload.expires_in_days),
+        required=payload.required,
+        note=payload.note,
+        expiry_field="expires_in_days",
+    )
+    assert rule is not None  # made, not only checked
+    return standing_rule_out(rule, now=timezone.now())
+
+
+@router.post(
+    "/standing-approvals/{rule_id}/endorse",
+    response=responses({200: StandingRuleOut}, WRITE_ERRORS),
+    summary="Endorse a standing approval rule",
+    description=(
+        "Become one more maker of a rule that needs several (`required`). 409 "
+        "`approval_duplicate_approver` if you made it already, `standing_rule_ended` if it was "
+        "revoked or has expired."
+    ),
+)
+def endorse_standing(
+    request: HttpRequest, rule_id: RuleIdPath, tenant: TenantQuery = None
+) -> StandingRuleOut:
+    caller = caller_of(request, tenant)
+    rule = standing_endorse(tenant_id=caller.tenant_id, rule_id=rule_id, user=caller.user)
+    return standing_rule_out(rule, now=timezone.now())
+
+
+@router.post(
+    "/standing-approvals/{rule_id}/revoke",
+    response=responses({200: StandingRuleOut}, WRITE_ERRORS),
+    summary="Revoke a standing approval rule",
+    description=(
+        "From this commit on the rule approves nothing. Admins only; revoking it again changes nothing."
+    ),
+)
+def revoke_standing(
+    request: HttpRequest,
+    rule_id: RuleIdPath,
+    payload: StandingRevokeIn | None = None,
+    tenant: TenantQuery = None,
+) -> StandingRuleOut:
+    caller = caller_of(request, tenant)
+    rule = standing_revoke(
+        tenant_id=caller.tenant_id,
+        rule_id=rule_id,
+        user=caller.user,
+        note=payload.note if payload is not None else "",
+    )
+    return standing_rule_out(rule, now=timezone.now())

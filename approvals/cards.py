@@ -30,6 +30,7 @@ from approvals.queue import (
     unknowns_total,
 )
 from approvals.selectors import approvals_for, approvals_of, unknown_outcomes_for
+from approvals.standing import max_days
 from keelgate.errors import KeelgateError
 from runs.agents import ToolCard, ToolCards, lookup_label
 from tenants.models import ROLE_RANK, Role
@@ -72,6 +73,17 @@ class InboxEntry:
     """The MCP upstream the call goes to ("" for an agent whose tools are its own code)."""
     description: str = ""
     """That upstream tool's description, as the upstream wrote it (untrusted: shown escaped)."""
+
+    @property
+    def standing_offer(self) -> bool:
+        """The approve form offers "and approve the same from now on" (never for high impact)."""
+        row = self.row
+        return self.kind == "approval" and self.can_act and isinstance(row, Approval) and not row.high_impact
+
+    @property
+    def standing_days(self) -> float:
+        """The longest a standing rule made here may live, in days."""
+        return max_days()
 
     @property
     def dom_id(self) -> str:

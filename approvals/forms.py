@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Literal
+
+from django.utils import timezone
 
 from approvals.edit_form import PREFIX, EditField, parse_edit
 
-__all__ = ["NOTE_MAX", "RESULT_MAX", "DecisionForm", "ReconcileForm", "note_problem"]
+__all__ = [
+    "NOTE_MAX",
+    "RESULT_MAX",
+    "DecisionForm",
+    "ReconcileForm",
+    "StandingEdit",
+    "StandingForm",
+    "note_problem",
+]
 
 NOTE_MAX = 2000
 """The API's limit on a note (``approvals.schemas``), said in the console's words."""
@@ -114,3 +125,95 @@ def _json_object(text: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         return None, "The result must be a JSON object (in braces), not a list or a single value."
     return value, ""
+
+
+def _number(text: str) -> float | int | None:
+    """A typed number (an int when it is one), or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    return int(value) if value.is_integer() else value
+
+
+@dataclass(frozen=True)
+class StandingForm:
+    """The card's "and approve the same from now on": exact arguments, or bounds on fields
+    (``standing_min_<field>``, ``standing_max_<field>``, ``standing_eq_<field>`` for "this
+    very value"), and the days until it expires (``standing_days``)."""
+
+    exact: bool
+    bounds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    days: float = 0.0
+    problem: str = ""
+
+    @classmethod
+    def read(cls, post: Mapping[str, Any], row: Any) -> StandingForm | None:
+        """None unless the box was ticked."""
+        if post.get("standing") != "1":
+            return None
+        exact = post.get("standing_match", "exact") != "bounds"
+        days = _number(str(post.get("standing_days", "")).strip())
+        if days is None or days <= 0:
+            return cls(exact, problem="Say in how many days the standing rule expires (a number above 0).")
+        if exact:
+            return cls(True, days=float(days))
+        try:
+            arguments = json.loads(row.arguments)
+        except ValueError:
+            arguments = {}
+        bounds: dict[str, dict[str, Any]] = {}
+        for key, raw in post.items():
+            text = str(raw).strip()
+            for prefix, name in (("standing_min_", "min"), ("standing_max_", "max")):
+                if key.startswith(prefix) and text:
+                    value = _number(text)
+                    if value is None:
+                        return cls(False, problem=f"{key[len(prefix) :]}: the {name} must be a number.")
+                    bounds.setdefault(key[len(prefix) :], {})[name] = value
+            if key.startswith("standing_eq_") and text == "1":
+                name = key[len("standing_eq_") :]
+                if isinstance(arguments, dict) and name in arguments:
+                    bounds.setdefault(name, {})["equals"] = arguments[name]
+        return cls(False, bounds=bounds, days=float(days))
+
+    def expires_at(self) -> datetime:
+        return timezone.now() + timedelta(days=self.days)
+
+    @staticmethod
+    def read_edit(post: Mapping[str, Any], rule: Any) -> StandingEdit:
+        """An admin's narrowing of ``rule``: ``days`` from now, ``min_<f>``/``max_<f>`` per bound."""
+        expires_at = None
+        days_text = str(post.get("days", "")).strip()
+        if days_text:
+            days = _number(days_text)
+            if days is None or days <= 0:
+                return StandingEdit(problem="Say in how many days the rule expires (a number above 0).")
+            expires_at = timezone.now() + timedelta(days=days)
+        bounds: dict[str, dict[str, Any]] | None = None
+        if rule.bounds:
+            bounds = {}
+            for name, bound in rule.bounds.items():
+                narrowed = {k: v for k, v in bound.items() if k == "equals"}
+                for key in ("min", "max"):
+                    text = str(post.get(f"{key}_{name}", "")).strip()
+                    if text:
+                        value = _number(text)
+                        if value is None:
+                            return StandingEdit(problem=f"{name}: the {key} must be a number.")
+                        narrowed[key] = value
+                    elif key in bound:
+                        narrowed[key] = bound[key]
+                bounds[name] = narrowed
+        return StandingEdit(expires_at=expires_at, bounds=bounds)
+
+
+@dataclass(frozen=True)
+class StandingEdit:
+    """What an admin's edit of a standing rule asks: an expiry and bounds (None: unchanged)."""
+
+    expires_at: datetime | None = None
+    bounds: dict[str, dict[str, Any]] | None = None
+    problem: str = ""

@@ -7,6 +7,8 @@ people deciding at once exactly one takes effect.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from keelgate.errors import AlreadyDecidedError, ApprovalExpiredError, KeelgateError
@@ -39,6 +41,9 @@ class Approval(models.Model):
     required = models.IntegerField(default=1)
     votes = models.JSONField(default=list)
     """Approvals so far: ``[{"by": ..., "at": ..., "note": ...}]``."""
+    approver_roles = models.JSONField(default=list, blank=True)
+    """The policy's ``approver_roles``: when not empty, only a member holding one of them
+    (a role includes the ones below it) may approve or deny."""
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     requested_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -78,7 +83,26 @@ class Approval(models.Model):
         needed = self.required_role
         if role not in Role.values or needed not in Role.values:
             return False
-        return ROLE_RANK[Role(role)] >= ROLE_RANK[Role(needed)]
+        rank = ROLE_RANK[Role(role)]
+        if rank < ROLE_RANK[Role(needed)]:
+            return False
+        named = [r for r in self.approver_roles or [] if r in Role.values]
+        return not self.approver_roles or any(rank >= ROLE_RANK[Role(r)] for r in named)
+
+    @property
+    def approved_by(self) -> list[str]:
+        """Who approved so far, once each, in the order they did."""
+        names: list[str] = []
+        for vote in self.votes or []:
+            by = vote.get("by") if isinstance(vote, dict) else None
+            if isinstance(by, str) and by not in names:
+                names.append(by)
+        return names
+
+    @property
+    def remaining(self) -> int:
+        """How many more distinct people must approve (0 once enough have)."""
+        return max(self.required - len(self.approved_by), 0)
 
     def settled_error(self) -> KeelgateError:
         """Why this settled approval cannot be decided, in words true of how it was settled.
@@ -102,6 +126,45 @@ class Approval(models.Model):
             models.Index(fields=["status", "expires_at"], name="approval_expiry"),
             models.Index(fields=["status", "warn_at"], name="approval_warning"),
         ]
+
+
+class StandingApproval(models.Model):
+    """A standing rule: calls of one agent's tool in one tenant, within its constraints,
+    approved by the people who made it, until it expires or is revoked
+    (:mod:`approvals.standing` matches, applies and changes it)."""
+
+    tenant_id = models.CharField(max_length=63)
+    agent = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    exact_arguments = models.JSONField(null=True, blank=True)
+    """When set, only a call with exactly these arguments matches (canonical JSON)."""
+    bounds = models.JSONField(default=dict, blank=True)
+    """Per named field: ``{"quantity": {"max": 10}, "symbol": {"equals": "ACME"}}``."""
+    required = models.IntegerField(default=1)
+    """How many distinct makers it needs before it is live (the M of the calls it may approve)."""
+    makers = models.JSONField(default=list)
+    """Who made it, in order, once each: ``[{"by": ..., "at": ...}]``."""
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=150, blank=True)
+    uses = models.IntegerField(default=0)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    source_approval = models.IntegerField(null=True, blank=True)
+    """The inbox approval it was made from ("approve, and the same from now on"), if any."""
+
+    @property
+    def maker_names(self) -> list[str]:
+        """Who made it, once each, in order."""
+        return [str(m.get("by")) for m in self.makers or [] if isinstance(m, dict)]
+
+    def live_at(self, now: Any) -> bool:
+        """Made by enough people, not revoked, not expired."""
+        return self.revoked_at is None and now < self.expires_at and len(self.maker_names) >= self.required
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant_id", "agent", "tool", "expires_at"], name="standing_match")]
 
 
 class UnknownOutcome(models.Model):

@@ -63,6 +63,7 @@ def _approval_fields(state: LoopState, action: PlannedAction) -> dict[str, Any]:
         "arguments": canonical_json(action.arguments),
         "reason": approval.reason,
         "required": approval.required,
+        "approver_roles": list(approval.approver_roles),
         "votes": [v.model_dump(mode="json") for v in approval.approvals],
         "status": status,
         "requested_at": approval.requested_at,

@@ -13,7 +13,7 @@ from django.conf import settings
 from ninja import Schema
 from pydantic import BaseModel, Field
 
-from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from approvals.models import Approval, ApprovalStatus, StandingApproval, UnknownOutcome
 from sitekit.api import (
     INPUT,
     JSON_INTEGER,
@@ -33,9 +33,15 @@ __all__ = [
     "CancelIn",
     "DenyIn",
     "ReconcileIn",
+    "StandingBoundIn",
+    "StandingCreateIn",
+    "StandingRevokeIn",
+    "StandingRuleOut",
+    "StandingRulesOut",
     "UnknownOutcomeOut",
     "UnknownOutcomePageOut",
     "approval_out",
+    "standing_rule_out",
     "unknown_outcome_out",
 ]
 
@@ -140,6 +146,9 @@ class BulkResultOut(Schema):
     tool: str
     status: str = Field(description="The approval's status after the decision, or `refused`.")
     code: str = Field(description="Why it was refused (`bulk_not_allowed`, an error code), else empty.")
+    detail: str = Field(
+        "", description="The refusal in words (which rule made it one to decide alone), else empty."
+    )
 
 
 class BulkDecideOut(Schema):
@@ -190,8 +199,16 @@ class ApprovalOut(BaseModel):
     tool: str
     arguments: Any = Field(description="The proposed arguments (a JSON value). Untrusted.")
     reason: str
-    required: int = Field(description="Distinct approvers needed.")
+    required: int = Field(description="Distinct approvers needed (2 is four-eyes; M of M-of-N).")
     votes: list[VoteOut]
+    approved_by: list[str] = Field(description="Who approved so far, once each.")
+    remaining: int = Field(
+        description="How many more distinct people must approve; a denial by any one of them ends it."
+    )
+    approver_roles: list[str] = Field(
+        description="When not empty, only a member holding one of these roles (or above) may decide it; "
+        "anyone else gets 403 `approval_role_required`."
+    )
     status: ApprovalStatus
     requested_at: datetime
     expires_at: datetime | None
@@ -290,6 +307,9 @@ def approval_out(row: Approval) -> ApprovalOut:
         reason=row.reason,
         required=row.required,
         votes=_votes(row.votes),
+        approved_by=row.approved_by,
+        remaining=row.remaining if row.status == "pending" else 0,
+        approver_roles=[str(r) for r in row.approver_roles or []],
         status=row.status,
         requested_at=row.requested_at,
         expires_at=row.expires_at,
@@ -331,4 +351,95 @@ def unknown_outcome_out(row: UnknownOutcome) -> UnknownOutcomeOut:
         settled_at=row.settled_at,
         executed=row.executed,
         note=row.note,
+    )
+
+
+class StandingBoundIn(Schema):
+    """Bounds on one named field of the tool's arguments: ``min`` and/or ``max``, or ``equals``."""
+
+    model_config = _IN
+
+    min: float | None = Field(None, description="The least value allowed (numbers only).")
+    max: float | None = Field(None, description="The greatest value allowed (numbers only).")
+    equals: str | int | float | bool | None = Field(None, description="The only value allowed.")
+
+    def as_bound(self) -> dict[str, Any]:
+        """The bound as the rule stores it: only what was given."""
+        return {k: getattr(self, k) for k in ("min", "max", "equals") if k in self.model_fields_set}
+
+
+class StandingCreateIn(Schema):
+    """A standing approval rule: an agent's tool, constraints on its arguments, an expiry."""
+
+    model_config = _IN
+
+    agent: str = Field(min_length=1, max_length=64, pattern=NO_NUL)
+    tool: str = Field(min_length=1, max_length=128, pattern=NO_NUL)
+    exact_arguments: JsonObject | None = Field(None, description="Only a call with exactly these arguments.")
+    bounds: dict[str, StandingBoundIn] | None = Field(
+        None, max_length=32, description="Per field of the tool's arguments: `min`, `max` or `equals`."
+    )
+    expires_in_days: float = Field(
+        gt=0, le=3650, description="Required; at most `KEELGATE_STANDING_APPROVAL_MAX_DAYS` (422 otherwise)."
+    )
+    required: Annotated[int, Field(ge=1, le=10), JSON_INTEGER] = Field(
+        1, description="Distinct makers it needs before it is live: the M of the M-of-N calls it may approve."
+    )
+    note: str = Field("", max_length=2_000, pattern=NO_NUL)
+
+
+class StandingRevokeIn(Schema):
+    """Revoke a standing rule; the note says why (optional)."""
+
+    model_config = _IN
+
+    note: str = Field("", max_length=2_000, pattern=NO_NUL)
+
+
+class StandingRuleOut(BaseModel):
+    """A standing approval rule, live or ended."""
+
+    id: int
+    agent: str
+    tool: str
+    exact_arguments: Any = Field(description="The only arguments it allows, or null. Untrusted.")
+    bounds: dict[str, Any]
+    required: int = Field(description="Distinct makers it needs before it is live.")
+    makers: list[str] = Field(description="Who made it, once each, in order.")
+    live: bool = Field(description="It approves matching calls now: enough makers, not expired, not revoked.")
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    revoked_by: str | None
+    uses: int
+    last_used_at: datetime | None
+    note: str
+    source_approval: int | None
+
+
+class StandingRulesOut(BaseModel):
+    """The tenant's standing rules, newest first."""
+
+    items: list[StandingRuleOut]
+
+
+def standing_rule_out(rule: StandingApproval, *, now: datetime) -> StandingRuleOut:
+    """The wire form of a standing rule."""
+    return StandingRuleOut(
+        id=rule.pk,
+        agent=rule.agent,
+        tool=rule.tool,
+        exact_arguments=rule.exact_arguments,
+        bounds=rule.bounds or {},
+        required=rule.required,
+        makers=rule.maker_names,
+        live=rule.live_at(now),
+        created_at=rule.created_at,
+        expires_at=rule.expires_at,
+        revoked_at=rule.revoked_at,
+        revoked_by=rule.revoked_by or None,
+        uses=rule.uses,
+        last_used_at=rule.last_used_at,
+        note=rule.note,
+        source_approval=rule.source_approval,
     )

@@ -320,8 +320,9 @@ def approvals_decide_bulk(
 
     ``choices`` maps an approval id to the arguments hash the person was shown (or
     None). Every item is its own attributed, audited decision: one failure does not undo
-    the others, and the answer lists each. High-impact and four-eyes calls are refused
-    (``bulk_not_allowed``): each takes a deliberate decision of its own.
+    the others, and the answer lists each. High-impact and M-of-N calls (four-eyes is
+    M = 2) are refused (``bulk_not_allowed``, its detail saying which): each takes a
+    deliberate decision of its own.
     """
     if decision == "deny" and not note.strip():
         raise NoteRequiredError()
@@ -335,8 +336,9 @@ def approvals_decide_bulk(
         if row is None:
             results.append(BulkResult(approval_id, "", "", "refused", NotFoundError.code))
             continue
-        if row.high_impact or row.required > 1:
-            results.append(BulkResult(row.pk, row.tool, row.run_id, "refused", BulkNotAllowedError.code))
+        why = bulk_refusal(row)
+        if why:
+            results.append(BulkResult(row.pk, row.tool, row.run_id, "refused", BulkNotAllowedError.code, why))
             continue
         try:
             decided = approval_decide(
@@ -353,6 +355,15 @@ def approvals_decide_bulk(
         else:
             results.append(BulkResult(row.pk, row.tool, row.run_id, str(decided.status)))
     return results
+
+
+def bulk_refusal(row: Approval) -> str:
+    """Why ``row`` takes a decision of its own (empty when a bulk decision may include it)."""
+    if row.high_impact:
+        return "it is high impact: approving it takes a typed confirmation of its own"
+    if row.required > 1:
+        return f"it needs {row.required} different people to approve it, each deciding it on its own"
+    return ""
 
 
 def approvals_warn() -> int:

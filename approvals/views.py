@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -28,8 +28,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.cards import InboxEntry, InboxView, approval_entry, inbox_sections, render_entry, unknown_entry
-from approvals.forms import NOTE_MAX, DecisionForm, ReconcileForm, note_problem
-from approvals.models import Approval, UnknownOutcome
+from approvals.forms import NOTE_MAX, DecisionForm, ReconcileForm, StandingForm, note_problem
+from approvals.models import Approval, StandingApproval, UnknownOutcome
 from approvals.queue import EXPIRING_SOON, PAGE_SIZE, filter_choices
 from approvals.selectors import approval_get, inbox_counts, recently_decided, unknown_outcomes_for
 from approvals.services import (
@@ -40,6 +40,14 @@ from approvals.services import (
     run_cancel,
     unknown_check,
     unknown_reconcile,
+)
+from approvals.standing import (
+    max_days,
+    standing_create_from,
+    standing_edit,
+    standing_endorse,
+    standing_revoke,
+    standing_rules,
 )
 from audit.selectors import audit_heads
 from keelgate.errors import KeelgateError, error_from_code
@@ -196,7 +204,12 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
     form = DecisionForm.read(request.POST, decision=decision, fields=entry.fields)
     if form.problem:
         return _reply(request, entry, 400, "error", form.problem, keep=True, values=form.typed)
+    standing = StandingForm.read(request.POST, row) if decision == "approve" and not form.arguments else None
+    if standing is not None and standing.problem:
+        return _reply(request, entry, 400, "error", standing.problem, keep=True, values=form.typed)
     try:
+        if standing is not None:  # refused before the approval is recorded, not after
+            _make_standing(standing, request.user, row, check_only=True)
         decided = approval_decide(
             tenant_id=row.tenant_id,
             approval_id=row.pk,
@@ -210,20 +223,58 @@ def _decide(request: HttpRequest, pk: int, decision: Literal["approve", "deny"])
         )
     except KeelgateError as exc:
         return _refused(request, entry, exc, typed=form.typed)
-    if decided.status == "pending":  # four-eyes: the card stays for the next approver
+    text = _decided_text(row, decided, decision)
+    if standing is not None:
+        try:
+            made = _make_standing(standing, request.user, row, check_only=False)
+        except KeelgateError as exc:  # e.g. the role changed in between: the approval stands
+            text += f" No standing rule was made: {exc.message} {exc.detail or ''}".rstrip()
+        else:
+            text += " " + _standing_text(made)
+    if decided.status == "pending":  # M-of-N: the card stays for the next approver
         kept = approval_entry(decided, role=role, username=request.user.get_username())
-        return _reply(request, kept, 200, "info", _decided_text(row, decided, decision), keep=True)
-    return _reply(request, entry, 200, "success", _decided_text(row, decided, decision))
+        return _reply(request, kept, 200, "info", text, keep=True)
+    return _reply(request, entry, 200, "success", text)
+
+
+def _make_standing(
+    form: StandingForm, user: Any, row: Approval, *, check_only: bool
+) -> StandingApproval | None:
+    return standing_create_from(
+        tenant_id=row.tenant_id,
+        approval=row,
+        user=user,
+        bounds=form.bounds,
+        exact=form.exact,
+        expires_at=form.expires_at(),
+        note=f"made while approving {row.tool} in run {row.run_id}",
+        expiry_field="standing_days",
+        check_only=check_only,
+    )
+
+
+def _standing_text(rule: StandingApproval | None) -> str:
+    if rule is None:
+        return ""
+    until = timezone.localtime(rule.expires_at).strftime("%Y-%m-%d %H:%M")
+    if len(rule.maker_names) < rule.required:
+        more = rule.required - len(rule.maker_names)
+        return (
+            f"Standing rule #{rule.pk} is made: it approves the same calls once {more} more "
+            f"{'person endorses' if more == 1 else 'people endorse'} it (Standing approvals), until {until}."
+        )
+    return f"From now on, standing rule #{rule.pk} approves the same calls, until {until}."
 
 
 def _decided_text(row: Approval, decided: Approval, decision: Literal["approve", "deny"]) -> str:
     """What a decision did; ``decided`` is another row than ``row`` when an edit replaced the call."""
     edited = decided.pk != row.pk
     if decided.status == "pending":
-        left = decided.required - len(decided.votes)
+        left = decided.remaining
+        more = f"{left} more approver{'s' if left != 1 else ''} needed"
         if edited:
-            return f"Your edit is recorded and approved by you: {left} more approver needed for it."
-        return f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
+            return f"Your edit is recorded and approved by you: {more} for it."
+        return f"Your approval is recorded: {more}."
     if edited:
         return f"Approved {row.tool} in run {row.run_id} with your edit: the original will not run."
     verb = "Approved" if decision == "approve" else "Denied"
@@ -372,3 +423,90 @@ def _reply(
         return response
     getattr(messages, level)(request, text)
     return HttpResponseRedirect(_back(request), status=303)
+
+
+# -- standing approval rules ----------------------------------------------------------------
+
+
+@require_GET
+@console_page
+def standing_page(request: HttpRequest) -> HttpResponse:
+    """The standing rules of the user's tenants: admins narrow and revoke, approvers endorse."""
+    by_tenant = memberships(request)
+    now = timezone.now()
+    rules = [
+        {
+            "rule": rule,
+            "live": rule.live_at(now),
+            "ended": rule.revoked_at is not None or rule.expires_at <= now,
+            "admin": by_tenant[rule.tenant_id].allows(Role.ADMIN),
+            "may_endorse": by_tenant[rule.tenant_id].allows(Role.APPROVER)
+            and request.user.get_username() not in rule.maker_names
+            and len(rule.maker_names) < rule.required,
+        }
+        for rule in standing_rules(tenant_ids=list(by_tenant))
+    ]
+    return render(request, "approvals/standing.html", {"rules": rules, "max_days": max_days()})
+
+
+def _standing_back(request: HttpRequest, text: str, level: Level = "success") -> HttpResponse:
+    getattr(messages, level)(request, text)
+    return HttpResponseRedirect(reverse("standing"), status=303)
+
+
+def _rule_tenant(request: HttpRequest, pk: int) -> str:
+    """The tenant of a rule the user may see (NotFoundError otherwise)."""
+    found = StandingApproval.objects.filter(tenant_id__in=tenant_ids(request), pk=pk).values_list(
+        "tenant_id", flat=True
+    )
+    if not found:
+        raise NotFoundError()
+    return str(found[0])
+
+
+@require_POST
+@console_page
+def standing_revoke_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Revoke a rule (admins): it approves nothing from this commit on."""
+    tenant_id = _rule_tenant(request, pk)
+    try:
+        standing_revoke(
+            tenant_id=tenant_id, rule_id=pk, user=request.user, note=request.POST.get("note", "")[:NOTE_MAX]
+        )
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
+        return HttpResponseRedirect(reverse("standing"), status=303)
+    return _standing_back(request, f"Standing rule #{pk} revoked: it approves nothing from now on.")
+
+
+@require_POST
+@console_page
+def standing_endorse_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Become one more maker of a rule that needs several."""
+    tenant_id = _rule_tenant(request, pk)
+    try:
+        rule = standing_endorse(tenant_id=tenant_id, rule_id=pk, user=request.user)
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
+        return HttpResponseRedirect(reverse("standing"), status=303)
+    live = len(rule.maker_names) >= rule.required
+    return _standing_back(request, f"You endorsed standing rule #{pk}{': it is live now' if live else ''}.")
+
+
+@require_POST
+@console_page
+def standing_edit_view(request: HttpRequest, pk: int) -> HttpResponse:
+    """Narrow a rule (admins): an earlier expiry, a lower max or a higher min."""
+    tenant_id = _rule_tenant(request, pk)
+    rule = StandingApproval.objects.get(pk=pk)
+    edit = StandingForm.read_edit(request.POST, rule)
+    if edit.problem:
+        return _standing_back(request, edit.problem, "error")
+    try:
+        standing_edit(
+            tenant_id=tenant_id, rule_id=pk, user=request.user, expires_at=edit.expires_at, bounds=edit.bounds
+        )
+    except KeelgateError as exc:
+        flash_refusal(request, exc)
+        return HttpResponseRedirect(reverse("standing"), status=303)
+    return _standing_back(request, f"Standing rule #{pk} narrowed.")

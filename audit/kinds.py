@@ -55,6 +55,12 @@ _ENDPOINT = {
     "endpoint_id": "The webhook endpoint's id.",
     "host": "The receiver's host name (never the URL's path or query).",
 }
+_STANDING = ("approvals.standing",)
+_RULE = {
+    "rule_id": "The standing rule's id.",
+    "agent": "The agent whose calls it approves.",
+    "tool": "The tool whose calls it approves.",
+}
 _KEY = {"idempotency_key": "The call's idempotency key (derived from its arguments)."}
 _NAMED = {
     "arguments_hash": "The SHA-256 of the call's canonical JSON arguments: the exact call, as the API's"
@@ -284,6 +290,66 @@ _KINDS = (
             " role no longer decides the call, or they already approved it).",
             "recipient": "The username the link was sent to (the event's actor is who opened it).",
             "address": "The client's address as the site saw it.",
+        },
+    ),
+    # Standing approval rules (approvals.standing).
+    EventKind(
+        "approval.standing_created",
+        _STANDING,
+        "A person made a standing approval rule: calls of this agent's tool within its constraints are"
+        " approved by it until it expires (once it has all its makers).",
+        {
+            **_RULE,
+            "bounds": "The bounds on named fields ({field: {min, max, equals}}).",
+            "exact_arguments_hash": "When it allows exactly one call's arguments: their SHA-256.",
+            "required": "How many distinct makers it needs before it is live (the M of M-of-N).",
+            "expires_at": "When it stops approving (ISO 8601).",
+            "note": "Why, in the maker's words (untrusted text).",
+            "approval_id": "The inbox approval it was made from, if any.",
+        },
+    ),
+    EventKind(
+        "approval.standing_endorsed",
+        _STANDING,
+        "One more person made the standing rule theirs (a rule for M-of-N calls needs M makers).",
+        {
+            **_RULE,
+            "makers": "Who made it so far, in order.",
+            "required": "How many makers it needs.",
+        },
+    ),
+    EventKind(
+        "approval.standing_edited",
+        _STANDING,
+        "An admin narrowed a standing rule: an earlier expiry or tighter bounds.",
+        {
+            **_RULE,
+            "expires_at": "Its new, earlier expiry (ISO 8601), when changed.",
+            "bounds": "Its new bounds, when changed.",
+        },
+    ),
+    EventKind(
+        "approval.standing_used",
+        _STANDING,
+        "A standing rule approved a waiting call on behalf of the people who made it"
+        " (the actor is its first maker).",
+        {
+            **_RULE,
+            **_RUN,
+            "action_id": "The planned call, by its id in the run.",
+            "approval_id": "The inbox approval it settled.",
+            "arguments_hash": _NAMED["arguments_hash"],
+            "made_by": "The rule's makers, whose approvals it recorded.",
+        },
+    ),
+    EventKind(
+        "approval.standing_revoked",
+        _STANDING,
+        "An admin revoked a standing rule: it approves nothing from then on.",
+        {
+            **_RULE,
+            "note": "Why, in the admin's words (untrusted text).",
+            "uses": "How many calls it had approved.",
         },
     ),
     # The tenant's settings and its front door.

@@ -361,6 +361,15 @@ def _retired(b: _Body) -> str:
     )
 
 
+def _rule(b: _Body) -> str:
+    return f"standing rule #{b.text('rule_id')} ({b.text('tool')} of {b.text('agent')})"
+
+
+def _standing_created(b: _Body) -> str:
+    what = "exactly one call's arguments" if b.has("exact_arguments_hash") else f"bounds {b.text('bounds')}"
+    return f"Made {_rule(b)} for {what}, until {b.when('expires_at')}.{b.note()}"
+
+
 WORDS: dict[str, Callable[[_Body], str]] = {
     "run.requested": lambda b: f"Run of agent {b.text('agent')} requested.",
     "run.started": _started,
@@ -380,6 +389,15 @@ WORDS: dict[str, Callable[[_Body], str]] = {
     "approval.escalated": _escalated,
     "approval.expired": _expired,
     "approval.link_refused": _link_refused,
+    "approval.standing_created": _standing_created,
+    "approval.standing_endorsed": lambda b: (
+        f"Endorsed {_rule(b)}: made by {b.text('makers')} ({b.text('required')} needed)."
+    ),
+    "approval.standing_edited": lambda b: f"Narrowed {_rule(b)}.",
+    "approval.standing_used": lambda b: (
+        f"{_rule(b).capitalize()}, made by {b.text('made_by')}, approved the call in run {b.text('run_id')}."
+    ),
+    "approval.standing_revoked": lambda b: f"Revoked {_rule(b)} after {b.text('uses')} uses.{b.note()}",
     "webhook.registered": _registered,
     "webhook.updated": _updated,
     "webhook.secret_rotated": _rotated,

@@ -86,7 +86,9 @@ class ApprovalState(BaseModel):
     model_config = _MODEL
 
     required: int = 1
-    """Distinct approvers needed (2 for four-eyes)."""
+    """Distinct approvers needed (2 for four-eyes, M for M-of-N)."""
+    approver_roles: list[str] = Field(default_factory=list)
+    """When not empty, only a decider holding one of these roles may approve or deny."""
     reason: str = ""
     requested_at: datetime
     expires_at: datetime | None = None
@@ -157,6 +159,12 @@ class ApprovalState(BaseModel):
         votes = {v.by for v in self.approvals if v.arguments_hash in ("", self.arguments_hash)}
         open_ = self.denied_by is None and not self.expired and not self.withdrawn
         return open_ and len(votes) >= self.required
+
+    @property
+    def remaining(self) -> int:
+        """How many more distinct people must approve these arguments (0 once granted)."""
+        votes = {v.by for v in self.approvals if v.arguments_hash in ("", self.arguments_hash)}
+        return max(self.required - len(votes), 0)
 
     @property
     def settled(self) -> bool:

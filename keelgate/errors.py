@@ -37,6 +37,7 @@ site adds its own errors beside these, in one tree of their own (``sitekit.error
             │   │   ├── DuplicateApproverError approval_duplicate_approver
             │   │   ├── ApprovalExpiredError   approval_expired
             │   │   ├── ApprovalEscalatedError approval_escalated [403]
+            │   │   ├── ApproverRoleError      approval_role_required [403]
             │   │   ├── ApprovalStaleError     approval_stale
             │   │   ├── EditInvalidError       edited_arguments_invalid [422]
             │   │   ├── ConfirmationRequiredError high_impact_confirmation_required [422]
@@ -74,6 +75,7 @@ __all__ = [
     "ApprovalEscalatedError",
     "ApprovalExpiredError",
     "ApprovalStaleError",
+    "ApproverRoleError",
     "CallMayBeRunningError",
     "ChainBrokenError",
     "CheckpointUnreadableError",
@@ -292,6 +294,14 @@ class ApprovalEscalatedError(ApprovalError):
 
     code = "approval_escalated"
     message = "This approval was escalated past its deadline: only its escalation role may decide it now."
+    http_status = 403
+
+
+class ApproverRoleError(ApprovalError):
+    """The policy counts only decisions by certain roles (``approver_roles``); ``detail`` names them."""
+
+    code = "approval_role_required"
+    message = "Only a person holding one of the approval's roles may decide it."
     http_status = 403
 
 

@@ -387,6 +387,8 @@ KEELGATE_API_KEY_CACHE_SECONDS = float(os.environ.get("KEELGATE_API_KEY_CACHE_SE
 works there at most this long (docs/performance.md#api-key-cache says why one second)."""
 KEELGATE_INVITATION_HOURS = float(os.environ.get("KEELGATE_INVITATION_HOURS", "72"))
 """How long the link of an email invitation to a tenant works (once), in hours."""
+KEELGATE_STANDING_APPROVAL_MAX_DAYS = float(os.environ.get("KEELGATE_STANDING_APPROVAL_MAX_DAYS", "30"))
+"""The longest a standing approval rule ("approve, and the same from now on") may live, in days."""
 KEELGATE_API_AUTH_FAILURE_LIMIT = int(os.environ.get("KEELGATE_API_AUTH_FAILURE_LIMIT", "20"))
 """Failed API authentications per client address per window; past it, 429 ``auth_rate_limited``."""
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024

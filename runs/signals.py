@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.dispatch import Signal
 
-__all__ = ["checkpoint_saved", "run_queued", "worker_idle"]
+__all__ = ["checkpoint_saved", "run_queued", "run_waiting", "worker_idle"]
 
 checkpoint_saved = Signal()
 """``state``: a checkpoint was saved, inside the transaction that saves it (not yet committed);
@@ -22,6 +22,11 @@ or None, for a receiver to compare with instead of reading it again."""
 
 run_queued = Signal()
 """``tenant_id``, ``run_id``: a run became runnable (start, resume, a decision), after that commit."""
+
+run_waiting = Signal()
+"""``tenant_id``, ``run_id``, ``reason``: a worker released a run to wait for a person (its
+stop reason: ``approval_pending`` or ``outcome_unknown``), after that commit; the inbox
+applies its standing approval rules on it."""
 
 worker_idle = Signal()
 """A worker found nothing to run: time for periodic work (expiring approvals)."""

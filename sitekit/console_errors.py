@@ -35,6 +35,7 @@ from keelgate.errors import (
     ApprovalEscalatedError,
     ApprovalExpiredError,
     ApprovalStaleError,
+    ApproverRoleError,
     CallMayBeRunningError,
     ConfirmationRequiredError,
     DuplicateApproverError,
@@ -53,6 +54,8 @@ from sitekit.errors import (
     GoalNotUnderstoodError,
     NotFoundError,
     NotResumableError,
+    StandingRuleEndedError,
+    StandingRuleInvalidError,
     UnknownAgentError,
     WebhookDeliveryUnfinishedError,
     WebhookUrlRefusedError,
@@ -133,6 +136,18 @@ WORDING: dict[type[KeelgateError], Wording] = {
         level="warning",
         unnamed="admin",
     ),
+    ApproverRoleError: Wording(
+        "Only a decision by someone with the {detail} role counts for this call: yours was not recorded.",
+        "not decided: it takes the {detail} role",
+        level="warning",
+        unnamed="approval's",
+    ),
+    StandingRuleInvalidError: Wording(
+        "Nothing was done: the standing rule could not work as written ({detail}).", keep=True
+    ),
+    StandingRuleEndedError: Wording(
+        "That standing rule was revoked or has expired: it cannot change.", level="warning"
+    ),
     RunFinishedError: Wording("Not cancelled: the run has already finished.", level="warning"),
     NotResumableError: Wording(
         "Not resumed: the run is {detail}, and only a stopped run can be resumed.",
@@ -157,7 +172,9 @@ WORDING: dict[type[KeelgateError], Wording] = {
     RunError: Wording(),  # e.g. not reconcilable: the item is no longer one
     # Refusals of one item in a bulk decision (not found and forbidden are the page's on a card).
     BulkNotAllowedError: Wording(
-        line="not decided: high-impact and four-eyes calls are decided one at a time", level="warning"
+        line="not decided: {detail}",
+        level="warning",
+        unnamed="high-impact and M-of-N calls are decided one at a time",
     ),
     NotFoundError: Wording(line="not decided: not found"),
     ForbiddenError: Wording(line="not decided: your role cannot decide it"),

@@ -33,6 +33,8 @@ console says of an error to a person at a card is :mod:`sitekit.console_errors`.
     ├── LastAdminError                 last_admin [409]  the tenant would be left without an admin
     ├── AlreadyAMemberError            already_a_member [409]
     ├── InvitationInvalidError         invitation_invalid [410]  used, expired or never made
+    ├── StandingRuleInvalidError       standing_rule_invalid [422]  names the field
+    ├── StandingRuleEndedError         standing_rule_ended [409]  revoked or expired
     ├── keelgate.errors.ConfigurationError
     │   ├── UnknownAgentError          unknown_agent [422]
     │   └── GoalNotUnderstoodError     goal_not_understood [422]
@@ -72,6 +74,8 @@ __all__ = [
     "ProofRangeError",
     "RateLimitedError",
     "RetirementRefusedError",
+    "StandingRuleEndedError",
+    "StandingRuleInvalidError",
     "TenantRequiredError",
     "UnknownAgentError",
     "WebhookDeliveryUnfinishedError",
@@ -299,6 +303,23 @@ class AlreadyAMemberError(KeelgateError):
 
     code = "already_a_member"
     message = "That person is already a member of this tenant: change their role instead."
+    http_status = 409
+
+
+class StandingRuleInvalidError(KeelgateError):
+    """A standing approval rule that could never work as written (an unknown field, min above
+    max, no expiry or one past the maximum, a widening edit); ``detail`` names the field."""
+
+    code = "standing_rule_invalid"
+    message = "The standing approval rule is not valid."
+    http_status = 422
+
+
+class StandingRuleEndedError(KeelgateError):
+    """The standing approval rule was revoked or has expired: it can no longer change."""
+
+    code = "standing_rule_ended"
+    message = "This standing approval rule was revoked or has expired."
     http_status = 409
 
 

@@ -168,6 +168,7 @@ class Gateway:
             if approval is None:
                 approval = ApprovalState(
                     required=requirement.approvers,
+                    approver_roles=list(requirement.approver_roles),
                     reason=requirement.reason,
                     requested_at=now,
                     expires_at=now + requirement.expires_after if requirement.expires_after else None,

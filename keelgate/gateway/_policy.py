@@ -42,6 +42,10 @@ class Grants:
 class ApprovalRequirement:
     """A call must wait for ``approvers`` distinct people; it expires after ``expires_after``.
 
+    ``approver_roles``, when not empty, are the roles whose decisions count: a decider
+    who holds none of them is refused (the engine has no roles of its own: the host
+    passes the decider's, as for escalation).
+
     At expiry the call is denied (``on_expiry="deny"``, fail closed), or escalated once
     (``"escalate"``): ``escalate_to`` names the role that must decide it from then on and
     ``escalate_after`` the new deadline's length, after which it is denied. ``warn_before``
@@ -49,6 +53,8 @@ class ApprovalRequirement:
     """
 
     approvers: int = 1
+    """How many distinct people must approve (``RequireApproval(approvals=M)``)."""
+    approver_roles: tuple[str, ...] = ()
     reason: str = "This call changes the world and needs a person's approval."
     expires_after: timedelta | None = None
     high_impact: bool = False
@@ -79,7 +85,13 @@ class NoApproval:
 class RequireApproval:
     """Calls to the named tools (or of the given side effects) need people.
 
-    ``approvers=2`` is four-eyes: two distinct people must approve before the call runs.
+    ``approvals=M`` asks for M distinct people (M-of-N): ``approvals=2`` is four-eyes.
+    The call runs once the M-th approves; a denial by any one of them ends it, whatever
+    the others said. ``approvers=`` is the older spelling of the same number (passing
+    both is a ValueError). ``approver_roles=("approver", "admin")`` counts only
+    decisions by a person holding one of those roles: as for ``escalate_to``, the engine
+    has no roles of its own, and the host passes the decider's ``roles``; anyone else is
+    refused (:class:`~keelgate.errors.ApproverRoleError`), for an approve and a deny alike.
     ``high_impact(arguments)`` marks a call as high impact (for example a notional above
     a threshold): it sees only the validated arguments, so it may consult trusted code
     (a price the harness looks up itself) but never a tool's untrusted output.
@@ -99,7 +111,9 @@ class RequireApproval:
         tools: Iterable[str] = (),
         *,
         side_effects: Iterable[SideEffect] = (),
-        approvers: int = 1,
+        approvals: int | None = None,
+        approvers: int | None = None,
+        approver_roles: Iterable[str] = (),
         reason: str | None = None,
         expires_after: timedelta | None = None,
         high_impact: Callable[[BaseModel], bool] | None = None,
@@ -108,13 +122,20 @@ class RequireApproval:
         escalate_after: timedelta | None = None,
         warn_before: timedelta | None = None,
     ) -> None:
-        if approvers < 1:
-            raise ValueError("approvers must be at least 1")
+        if approvals is not None and approvers is not None:
+            raise ValueError("pass approvals or approvers (its older name), not both")
+        count = approvals if approvals is not None else approvers if approvers is not None else 1
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError("approvals must be a whole number, at least 1")
+        roles = tuple(approver_roles) if not isinstance(approver_roles, str) else (approver_roles,)
+        if any(not isinstance(r, str) or not r.strip() for r in roles):
+            raise ValueError("approver_roles must be role names")
         _check_expiry(expires_after, on_expiry, escalate_to, escalate_after, warn_before)
         self._tools = frozenset(tools)
         self._side_effects = frozenset(side_effects)
         self._requirement = ApprovalRequirement(
-            approvers=approvers,
+            approvers=count,
+            approver_roles=roles,
             reason=reason or ApprovalRequirement.reason,
             expires_after=expires_after,
             on_expiry=on_expiry,

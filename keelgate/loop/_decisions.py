@@ -42,6 +42,7 @@ from keelgate.errors import (
     ApprovalEscalatedError,
     ApprovalExpiredError,
     ApprovalStaleError,
+    ApproverRoleError,
     CallMayBeRunningError,
     ConfirmationRequiredError,
     DuplicateApproverError,
@@ -293,6 +294,7 @@ class Decisions:
             outcome=ActionOutcome(status=ActionStatus.AWAITING_APPROVAL, at=now),
             approval=ApprovalState(
                 required=approval.required,
+                approver_roles=list(approval.approver_roles),
                 reason=approval.reason,
                 requested_at=now,
                 expires_at=approval.expires_at,
@@ -736,9 +738,12 @@ class Decisions:
 
 
 def _check_role(approval: ApprovalState, roles: Collection[str] | None) -> None:
-    """An escalated approval is decided only by someone holding its escalation role."""
+    """An escalated approval is decided only by someone holding its escalation role, and
+    one whose policy names ``approver_roles`` only by someone holding one of them."""
     if approval.escalated_to is not None and approval.escalated_to not in (roles or ()):
         raise ApprovalEscalatedError(approval.escalated_to)
+    if approval.approver_roles and not set(approval.approver_roles) & set(roles or ()):
+        raise ApproverRoleError(", ".join(approval.approver_roles))
 
 
 MAX_RESULT_BYTES = 16_384

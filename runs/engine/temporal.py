@@ -21,6 +21,7 @@ from runs.engine.stores import DjangoCheckpointStore
 from runs.models import Checkpoint, Run, RunStatus
 from runs.outcomes import run_outcome
 from runs.services import run_move, status_after_stop
+from runs.signals import run_waiting
 from sitekit.db import unique_or_none
 
 
@@ -116,7 +117,7 @@ def record_outcome(spec: LoopSpec, outcome: LoopOutcome) -> None:
     """Move the run to the status its workflow's outcome leaves it in, with what happened."""
     status = status_after_stop(StopReason(outcome.stop_reason))
     state = DjangoCheckpointStore().load(spec.tenant_id, spec.run_id)
-    run_move(
+    moved = run_move(
         tenant_id=spec.tenant_id,
         run_id=spec.run_id,
         to=status,
@@ -125,3 +126,7 @@ def record_outcome(spec: LoopSpec, outcome: LoopOutcome) -> None:
         outcome=run_outcome(status=status, stop_reason=outcome.stop_reason, state=state) or None,
         pending_limits=None,
     )
+    if moved and status == RunStatus.WAITING:  # as the worker's release: standing rules apply
+        run_waiting.send(
+            sender=record_outcome, tenant_id=spec.tenant_id, run_id=spec.run_id, reason=outcome.stop_reason
+        )

@@ -43,7 +43,7 @@ from runs.engine.monitors import monitors_tick_due
 from runs.models import Run, RunStatus
 from runs.outcomes import RunOutcome, run_outcome
 from runs.services import run_claim, run_move, status_after_stop
-from runs.signals import worker_idle
+from runs.signals import run_waiting, worker_idle
 from sitekit import metrics
 from sitekit.logs import log_context
 
@@ -241,6 +241,10 @@ class Worker:
                 # A person decided between our stop checkpoint and this release: run again.
                 status = RunStatus.QUEUED
                 released = self.release(claim, status, reason="decided", pending_limits=None)
+            else:
+                run_waiting.send(
+                    sender=type(self), tenant_id=claim.tenant_id, run_id=claim.run_id, reason=reason
+                )
         else:
             outcome = run_outcome(status=status, stop_reason=reason, state=result.state) or None
             released = self.release(claim, status, reason=reason, pending_limits=None, outcome=outcome)

@@ -74,6 +74,15 @@ def _handlers() -> dict[str, Any]:
             Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
         return {"users": sorted(people)}
 
+    def member(username: str, role: str, password: str) -> str:
+        """One more person of acme (a test that needs more deciders than the seed has)."""
+        acme = Tenant.objects.get(slug="acme")
+        user, _ = User.objects.get_or_create(username=username)
+        user.set_password(password)
+        user.save()
+        Membership.objects.update_or_create(user=user, tenant=acme, defaults={"role": role})
+        return username
+
     def start_run(run_id: str, agent: str = "paper-trader", goal: str = "buy 10 ACME", **limits: Any) -> str:
         alice = User.objects.get(username="alice")
         run_start(tenant_id="acme", agent=agent, goal=goal, user=alice, run_id=run_id, limits=limits or None)
@@ -237,6 +246,7 @@ def _handlers() -> dict[str, Any]:
 
     return {
         "seed": seed,
+        "member": member,
         "start_run": start_run,
         "run": run,
         "wait_run": wait_run,

@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from . import pages
-from .conftest import Server
+from .conftest import PASSWORD, Server
 from .pages import CONTRAST, PHONE, item, log_in
 
 contexts = pages.contexts
@@ -174,7 +174,7 @@ def test_edit_then_approve_places_the_edited_order_only(
     card = item(alice.page, pk)
     expect(card).to_contain_text("buy 10 BETA ≈ 420.00 USD at the last quote 42.00")
     card.get_by_text("Edit, then approve").click()
-    card.get_by_label("quantity").fill("4")
+    card.locator("form.edit-approve").get_by_label("quantity").fill("4")
     card.get_by_label("Why the change").fill("four is enough today")
     alice.page.screenshot(path=str(artifacts / "edit-then-approve.png"), full_page=True)
     card.get_by_role("button", name="Approve edited").click()
@@ -269,13 +269,13 @@ def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
     pk = server.control("approval", run_id="r-4eyes")["pk"]
     alice = log_in(contexts(), server, "alice")
     bob = log_in(contexts(), server, "bob")
-    expect(item(bob.page, pk)).to_contain_text("0 of 2 approvals")
+    expect(item(bob.page, pk)).to_contain_text("0 of 2 approved; 2 more needed")
 
     item(alice.page, pk).get_by_role("button", name="Approve").click()
     expect(alice.page.locator("#flash")).to_contain_text("1 more approver needed")
     expect(item(alice.page, pk)).to_contain_text("You approved this")
     expect(item(alice.page, pk).get_by_role("button", name="Approve")).to_have_count(0)
-    expect(item(bob.page, pk)).to_contain_text("1 of 2 approvals — approved by alice", timeout=2000)
+    expect(item(bob.page, pk)).to_contain_text("1 of 2 approved: alice; 1 more needed", timeout=2000)
 
     item(bob.page, pk).get_by_role("button", name="Approve").click()
     expect(item(bob.page, pk)).to_have_count(0)
@@ -283,6 +283,83 @@ def test_four_eyes_shows_the_first_approver_live_and_runs_after_the_second(
     server.control("wait_run", run_id="r-4eyes", status="done")
     alice.assert_clean()
     bob.assert_clean()
+
+
+def test_three_of_n_walks_three_people_through_in_turn_and_runs_the_order_once(
+    server: Server, contexts: Any
+) -> None:
+    """M = 3: alice, bob and dan approve in turn; each sees the tally grow live, with who and
+    how many remain; the third approval runs the order, once."""
+    server.control("member", username="dan", role="approver", password=PASSWORD)
+    before = len(server.control("ledger"))
+    server.control("start_run", run_id="r-3ofn", agent="three-of-n")
+    pk = server.control("approval", run_id="r-3ofn")["pk"]
+    alice = log_in(contexts(), server, "alice")
+    bob = log_in(contexts(), server, "bob")
+    dan = log_in(contexts(), server, "dan")
+    expect(item(dan.page, pk)).to_contain_text("0 of 3 approved; 3 more needed")
+    expect(item(dan.page, pk)).to_contain_text("a denial by any one of them ends it")
+    expect(item(dan.page, pk)).to_contain_text("Decide on its own")  # never in a bulk decision
+
+    item(alice.page, pk).get_by_role("button", name="Approve").click()
+    expect(alice.page.locator("#flash")).to_contain_text("2 more approvers needed")
+    expect(item(alice.page, pk)).to_contain_text("You approved this. 2 more people must approve it too.")
+    expect(item(bob.page, pk)).to_contain_text("1 of 3 approved: alice; 2 more needed", timeout=2000)
+    expect(item(dan.page, pk)).to_contain_text("1 of 3 approved: alice; 2 more needed", timeout=2000)
+
+    item(bob.page, pk).get_by_role("button", name="Approve").click()
+    expect(bob.page.locator("#flash")).to_contain_text("1 more approver needed")
+    expect(item(dan.page, pk)).to_contain_text("2 of 3 approved: alice, bob; 1 more needed", timeout=2000)
+    expect(item(alice.page, pk)).to_contain_text("2 of 3 approved: alice, bob", timeout=2000)
+    assert server.control("run", run_id="r-3ofn")["status"] == "waiting"
+
+    item(dan.page, pk).get_by_role("button", name="Approve").click()
+    expect(item(dan.page, pk)).to_have_count(0)
+    expect(item(alice.page, pk)).to_have_count(0, timeout=2000)
+    expect(item(bob.page, pk)).to_have_count(0, timeout=2000)
+    server.control("wait_run", run_id="r-3ofn", status="done")
+    orders = server.control("ledger")[before:]
+    assert [(o["executions"], o["replays"]) for o in orders] == [(1, 0)]
+    dan.page.goto(f"{server.url}/runs/acme/r-3ofn/")
+    expect(dan.page.locator("#run-timeline")).to_contain_text("3 of 3 approved: alice, bob, dan")
+    for person in (alice, bob, dan):
+        person.assert_clean()
+
+
+def test_approve_and_the_same_from_now_on_makes_a_rule_that_approves_the_next_order(
+    server: Server, contexts: Any
+) -> None:
+    """bob approves with "and approve the same from now on" (quantity at most 10, symbol and
+    side as proposed); the next such order runs with nobody clicking; an admin revokes the rule."""
+    server.control("start_run", run_id="r-standing-1", goal="buy 10 DELTA")
+    pk = server.control("approval", run_id="r-standing-1")["pk"]
+    bob = log_in(contexts(), server, "bob")
+    card = item(bob.page, pk)
+    card.get_by_text("…and approve the same from now on").click()
+    card.get_by_label("Also make a standing rule").check()
+    card.get_by_label("calls within these bounds").check()
+    expect(card.locator('input[name="standing_max_quantity"]')).to_have_value("10")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(bob.page.locator("#flash")).to_contain_text("From now on, standing rule #")
+    server.control("wait_run", run_id="r-standing-1", status="done")
+
+    server.control("start_run", run_id="r-standing-2", goal="buy 7 DELTA")
+    server.control("wait_run", run_id="r-standing-2", status="done")  # nobody clicked
+    bob.page.goto(f"{server.url}/approvals/standing/")
+    rules = bob.page.locator("table.standing-rules")
+    expect(rules).to_contain_text("quantity ≤ 10")
+    expect(rules).to_contain_text("live")
+    expect(rules.get_by_role("button", name="Revoke")).to_have_count(0)  # bob is an approver
+
+    alice = log_in(contexts(), server, "alice", live=False)
+    alice.page.goto(f"{server.url}/approvals/standing/")
+    alice.page.locator("table.standing-rules").get_by_role("button", name="Revoke").first.click()
+    expect(alice.page.locator("table.standing-rules")).to_contain_text("revoked")
+    server.control("start_run", run_id="r-standing-3", goal="buy 7 DELTA")
+    server.control("wait_run", run_id="r-standing-3", status="waiting")
+    assert server.control("approval", run_id="r-standing-3")["status"] == "pending"  # a person again
+    bob.assert_clean()
+    alice.assert_clean()
 
 
 def test_keyboard_j_k_select_and_d_denies_with_a_reason(server: Server, contexts: Any) -> None:

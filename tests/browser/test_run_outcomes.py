@@ -36,7 +36,7 @@ def test_a_denied_run_is_badged_denied_and_an_edited_run_names_the_edit(
 
     card = item(page, edited_pk)
     card.get_by_text("Edit, then approve").click()
-    card.get_by_label("quantity").fill("15")
+    card.locator("form.edit-approve").get_by_label("quantity").fill("15")
     card.get_by_label("Why the change").fill("fifteen is enough")
     card.get_by_role("button", name="Approve edited").click()
     expect(page.locator("#flash")).to_contain_text("with your edit: the original will not run")

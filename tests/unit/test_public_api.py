@@ -325,6 +325,7 @@ PUBLIC_ALL: dict[str, list[str]] = {
         "ApprovalEscalatedError",
         "ApprovalExpiredError",
         "ApprovalStaleError",
+        "ApproverRoleError",
         "CallMayBeRunningError",
         "ChainBrokenError",
         "CheckpointUnreadableError",

@@ -19,7 +19,7 @@ The file is TOML or JSON (:func:`load_policy`)::
     [tools.send_message]
     side_effect = "write"
     idempotency_argument = "idempotency_key"   # the gateway puts its key here
-    approval = { approvers = 2, high_impact = true, expires_after_seconds = 3600,
+    approval = { approvals = 2, high_impact = true, expires_after_seconds = 3600,
                  on_expiry = "escalate", escalate_to = "admin", escalate_after_seconds = 7200 }
 """
 
@@ -49,8 +49,12 @@ class ApprovalRule(BaseModel):
 
     model_config = _STRICT
 
-    approvers: int = Field(1, ge=1, le=10)
-    """2 is four-eyes: two distinct people approve before the call is forwarded."""
+    approvals: int | None = Field(None, ge=1, le=10)
+    """M distinct people approve before the call is forwarded (2 is four-eyes); 1 if unset."""
+    approvers: int | None = Field(None, ge=1, le=10)
+    """The older name of ``approvals`` (not both)."""
+    approver_roles: tuple[str, ...] = Field((), max_length=8)
+    """When set, only decisions by a person holding one of these roles count."""
     reason: str | None = Field(None, max_length=500)
     high_impact: bool = False
     """The approver confirms deliberately (the console asks them to type it)."""
@@ -64,7 +68,9 @@ class ApprovalRule(BaseModel):
         """This rule for one gateway tool; the engine refuses an expiry that cannot work."""
         return RequireApproval(
             [tool_name],
+            approvals=self.approvals,
             approvers=self.approvers,
+            approver_roles=self.approver_roles,
             reason=self.reason,
             expires_after=_seconds(self.expires_after_seconds),
             high_impact=(lambda arguments: True) if self.high_impact else None,

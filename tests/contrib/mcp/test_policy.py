@@ -101,6 +101,8 @@ def test_a_json_file_is_read_by_its_suffix(tmp_path):
         ({"tools": {"send": {"approval": {"on_expiry": "escalate"}}}}, "escalate"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
         ({"default": {"approval": {"approvers": 0}}}, "approvers"),
+        ({"default": {"approval": {"approvals": 11}}}, "approvals"),
+        ({"default": {"approval": {"approvals": 3, "approvers": 3}}}, "not both"),
     ],
 )
 def test_a_bad_policy_is_refused_naming_what_is_wrong(data, names):
@@ -115,3 +117,11 @@ def test_an_unreadable_file_is_a_policy_error(tmp_path):
     path.write_text("tools = [")
     with pytest.raises(PolicyError, match=r"p\.toml"):
         load_policy(path)
+
+
+def test_approvals_and_approver_roles_reach_the_engine():
+    """approvals = 3 with approver_roles: the engine's requirement asks three people of those roles."""
+    policy = load_policy({"default": {"approval": {"approvals": 3, "approver_roles": ["admin"]}}})
+    rules = policy.approvals({"u__send": "send"})
+    found = rules.requirement(agent_id="mcp:u", tool=_tool("u__send"), arguments=CallArguments())
+    assert found is not None and (found.approvers, found.approver_roles) == (3, ("admin",))

@@ -57,7 +57,8 @@ parameters = {{ run_id = "u1", action_id = "{{action_id}}" }}
 
 # 422s for rules a schema cannot state (positive_data_acceptance would call them
 # schema-valid requests rejected): an opaque cursor the API did not hand out, an agent
-# that is not registered or a goal it cannot read, a digest not signed by this site.
+# that is not registered or a goal it cannot read, a digest not signed by this site, a
+# standing rule naming a field its tool does not have (or an agent or tool not there).
 [[operations]]
 include-path-regex = "^/api/v1/(runs|approvals|unknown-outcomes)$"
 include-method = "GET"
@@ -69,6 +70,10 @@ checks.positive_data_acceptance.expected-statuses = {_ALSO_422}
 
 [[operations]]
 include-name = "POST /api/v1/audit/verify"
+checks.positive_data_acceptance.expected-statuses = {_ALSO_422}
+
+[[operations]]
+include-name = "POST /api/v1/standing-approvals"
 checks.positive_data_acceptance.expected-statuses = {_ALSO_422}
 """
 """The schemathesis.toml of the run (``{approval_id}`` and ``{action_id}`` filled in)."""

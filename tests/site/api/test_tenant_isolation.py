@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from approvals.models import Approval, ApprovalStatus, UnknownOutcome
+from approvals.models import Approval, ApprovalStatus, StandingApproval, UnknownOutcome
 from audit.checkpoints import sign_checkpoint
 from audit.models import AuditEvent
 from runs.agents.brokerage import PaperBrokerage
@@ -34,6 +34,13 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     drain()
     PaperBrokerage().set_mode("normal")
     unknown = UnknownOutcome.objects.get(tenant_id="t1", run_id="u1")
+    rule = {
+        "agent": "paper-trader",
+        "tool": "place_order",
+        "bounds": {"quantity": {"max": 1}},
+        "expires_in_days": 1,
+    }
+    t1_rule = client.post("/standing-approvals", rule).json()["id"]
     t1_digest = client.get("/audit/head").json()
     t1_events = AuditEvent.objects.filter(tenant_id="t1").count()
 
@@ -121,6 +128,7 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
                     "tool": "",
                     "status": "refused",
                     "code": "not_found",
+                    "detail": "",
                 }
             ]
         }
@@ -136,6 +144,14 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
     # A digest of t1's chain proves nothing about t2's: refused, and t1's chain is not walked.
     foreign = call("POST", "/audit/verify", "/audit/verify", t1_digest)
     assert foreign.status_code == 422 and foreign.json()["code"] == "digest_invalid"
+
+    # Standing rules: t2 lists none of t1's, cannot endorse or revoke one, and makes its own.
+    assert call("GET", "/standing-approvals", "/standing-approvals").json()["items"] == []
+    absent(call("POST", "/standing-approvals/{rule_id}/endorse", f"/standing-approvals/{t1_rule}/endorse"))
+    absent(call("POST", "/standing-approvals/{rule_id}/revoke", f"/standing-approvals/{t1_rule}/revoke"))
+    own = call("POST", "/standing-approvals", "/standing-approvals", rule)
+    assert own.status_code == 200 and own.json()["id"] != t1_rule
+    assert [r["id"] for r in client.get("/standing-approvals").json()["items"]] == [t1_rule]
 
     # Starting a run with t1's run id is a new run of t2's: the id's existence in t1 does not leak.
     started = call("POST", "/runs", "/runs", {"agent": "paper-trader", "goal": "buy 1 ACME", "run_id": "r1"})
@@ -153,12 +169,15 @@ def test_a_key_of_another_tenant_finds_nothing_of_this_one(api, keys, client, pe
         "/audit/checkpoints",
         "/audit/key",
         "/audit/export",
+        "/standing-approvals",
     ]:
         absent(other.get(path, {"tenant": "t1"}))
 
     assert covered == openapi_operations(client), "a new endpoint needs its tenant-isolation case here"
     # Nothing of t1's changed.
     assert Approval.objects.get(pk=pending.pk).status == ApprovalStatus.PENDING
+    assert StandingApproval.objects.get(pk=t1_rule).revoked_at is None
+    assert StandingApproval.objects.get(pk=t1_rule).maker_names == ["op"]
     assert not UnknownOutcome.objects.get(pk=unknown.pk).settled
     assert Run.objects.get(tenant_id="t1", run_id="r1").status == "waiting"
     assert AuditEvent.objects.filter(tenant_id="t1").count() == t1_events

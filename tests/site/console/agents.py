@@ -19,6 +19,24 @@ def build_four_eyes() -> Agent:
     )
 
 
+def build_three_of_n() -> Agent:
+    """paper-trader, but an order needs three distinct approvers (M-of-N, M = 3)."""
+    return dataclasses.replace(
+        build_agent(),
+        name="three-of-n",
+        policy=RequireApproval(["place_order"], approvals=3, reason="Orders need three people."),
+    )
+
+
+def build_admins_only() -> Agent:
+    """paper-trader, but an order needs two admins: approvers' decisions do not count."""
+    return dataclasses.replace(
+        build_agent(),
+        name="admins-only",
+        policy=RequireApproval(["place_order"], approvals=2, approver_roles=("admin",)),
+    )
+
+
 def build_expiring() -> Agent:
     """paper-trader, but an approval expires one second after it is requested."""
     return dataclasses.replace(

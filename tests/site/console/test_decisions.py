@@ -113,7 +113,8 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
     first = op.post(f"/approvals/{approval.pk}/approve/", {"note": "first look"}, **HTMX)
     body = first.content.decode()
     assert first.status_code == 200 and "1 more approver needed" in body
-    assert "Four-eyes:" in body and "1 of 2 approvals" in body and "op" in body and "first look" in body
+    assert "Four-eyes:" in body and "1 of 2 approved: " in body and "1 more needed" in body
+    assert "op" in body and "first look" in body and "a denial by any one of them ends it" in body
     assert "You approved this" in body and f"/approvals/{approval.pk}/approve/" not in body
     assert Approval.objects.get(pk=approval.pk).status == ApprovalStatus.PENDING
     assert Run.objects.get(run_id="f1").status == RunStatus.WAITING
@@ -121,7 +122,7 @@ def test_four_eyes_shows_who_approved_and_needs_a_second_person(people, brokerag
     assert again.status_code == 409 and "a different person must approve it too" in again.content.decode()
     assert "<article" not in again.content.decode()  # nothing op could do with the card: it goes
     bob_view = as_user("bob").get("/").content.decode()
-    assert 'approved by <span class="voter">op</span>' in bob_view
+    assert 'approved: <span class="voter">op</span>' in bob_view
     assert f"/approvals/{approval.pk}/approve/" in bob_view
     second = as_user("bob").post(f"/approvals/{approval.pk}/approve/", {"note": ""})
     assert second.status_code == 303
