@@ -6,18 +6,17 @@ change through it would break the chain (and erase the evidence it exists for).
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from audit.models import AuditEvent, WitnessState
 from audit.selectors import audit_verify
+from sitekit.admin import ReadOnlyAdmin
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdmin):
     """Events listed and filtered by tenant and kind; no write permission for anyone."""
 
     list_display = ("tenant_id", "seq", "at", "actor", "kind")
@@ -26,15 +25,6 @@ class AuditEventAdmin(admin.ModelAdmin):
     # Counting a table of millions of rows on every page load is the slow part.
     show_full_result_count = False
     actions = ("verify_chains",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.action(description="Verify chain of the selected events' tenants")
     def verify_chains(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> None:
@@ -58,7 +48,7 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(WitnessState)
-class WitnessStateAdmin(admin.ModelAdmin):
+class WitnessStateAdmin(ReadOnlyAdmin):
     """How each witness is doing with each tenant's log (``audit.witnesses``): read only, as
     the sequencer's witness thread is its one writer."""
 
@@ -77,12 +67,3 @@ class WitnessStateAdmin(admin.ModelAdmin):
         "due_at",
         "claimed_until",
     )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -38,6 +38,7 @@ from notifications.webhooks.services import (
     webhook_test_send,
 )
 from notifications.webhooks.targets import check_url
+from sitekit.admin import ReadOnlyAdmin
 from sitekit.errors import WebhookUrlRefusedError
 
 # -- webhooks ---------------------------------------------------------------------------
@@ -155,7 +156,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """What was sent where, and how each attempt went: for looking, not for changing."""
 
     list_display = (
@@ -181,15 +182,6 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
                 messages.error(request, f"{delivery.webhook_id}: {exc.message}")
             else:
                 messages.info(request, f"{delivery.webhook_id} queued again.")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # -- Slack ------------------------------------------------------------------------------
@@ -265,28 +257,16 @@ class SlackLinkAdmin(admin.ModelAdmin):
 
 
 @admin.register(SlackDelivery)
-class SlackDeliveryAdmin(admin.ModelAdmin):
+class SlackDeliveryAdmin(ReadOnlyAdmin):
     """Posts and updates, read only."""
 
     list_display = ("item", "update", "event_kind", "status", "attempts", "last_error", "created_at")
     list_filter = ("status", "update")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(SlackInteraction)
-class SlackInteractionAdmin(admin.ModelAdmin):
+class SlackInteractionAdmin(ReadOnlyAdmin):
     """Clicks: what each asked and how it ended, read only."""
 
     list_display = ("slack_user", "approval_id", "status", "reason", "decided_as", "received_at")
     list_filter = ("status", "reason")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
