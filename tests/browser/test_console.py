@@ -330,7 +330,8 @@ def test_approve_and_the_same_from_now_on_makes_a_rule_that_approves_the_next_or
     server: Server, contexts: Any
 ) -> None:
     """bob approves with "and approve the same from now on" (quantity at most 10, symbol and
-    side as proposed); the next such order runs with nobody clicking; an admin revokes the rule."""
+    side as proposed); the next such order runs with nobody clicking; an admin revokes the rule;
+    the audit review shows it made, used and revoked."""
     server.control("start_run", run_id="r-standing-1", goal="buy 10 DELTA")
     pk = server.control("approval", run_id="r-standing-1")["pk"]
     bob = log_in(contexts(), server, "bob")
@@ -358,6 +359,13 @@ def test_approve_and_the_same_from_now_on_makes_a_rule_that_approves_the_next_or
     server.control("start_run", run_id="r-standing-3", goal="buy 7 DELTA")
     server.control("wait_run", run_id="r-standing-3", status="waiting")
     assert server.control("approval", run_id="r-standing-3")["status"] == "pending"  # a person again
+    for kind, words in (  # the rule's life, in the audit review
+        ("approval.standing_created", "Made standing rule #"),
+        ("approval.standing_used", "made by bob, approved the call in run r-standing-2."),
+        ("approval.standing_revoked", "after 1 uses."),
+    ):
+        alice.page.goto(f"{server.url}/audit/acme/?kind={kind}")
+        expect(alice.page.locator("main")).to_contain_text(words)
     bob.assert_clean()
     alice.assert_clean()
 
