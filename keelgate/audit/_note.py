@@ -70,16 +70,7 @@ class VerifierKey:
     @classmethod
     def parse(cls, text: str) -> VerifierKey:
         """Read ``name+hex id+base64`` and check the id is the key's. Raises :class:`NoteError`."""
-        parts = text.strip().split("+", 2)  # the base64 may hold "+" too
-        if len(parts) != 3 or not _NAME.fullmatch(parts[0]) or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
-            raise NoteError("verifier key is not name+keyid+base64")
-        raw = _unb64(parts[2], "verifier key")
-        if len(raw) != 33 or raw[:1] != _ED25519:
-            raise NoteError("verifier key is not an Ed25519 key")
-        key = cls(parts[0], bytes.fromhex(parts[1]), raw[1:])
-        if _key_id(key.name, key.public_key) != key.key_id:
-            raise NoteError("verifier key's id does not match its name and key")
-        return key
+        return cls(*_parse_vkey(text, _ED25519, "verifier key", "an Ed25519 key"))
 
 
 @dataclass(frozen=True)
@@ -97,16 +88,11 @@ class CosignerKey:
     @classmethod
     def parse(cls, text: str) -> CosignerKey:
         """Read ``name+hex id+base64(0x04 || key)``; check the id is the key's. Raises :class:`NoteError`."""
-        parts = text.strip().split("+", 2)
-        if len(parts) != 3 or not _NAME.fullmatch(parts[0]) or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
-            raise NoteError("witness key is not name+keyid+base64")
-        raw = _unb64(parts[2], "witness key")
-        if len(raw) != 33 or raw[:1] != _COSIGNATURE:
-            raise NoteError("witness key is not an Ed25519 cosignature/v1 key (signature type 0x04)")
-        key = cls(parts[0], bytes.fromhex(parts[1]), raw[1:])
-        if _key_id(key.name, key.public_key, _COSIGNATURE) != key.key_id:
-            raise NoteError("witness key's id does not match its name and key")
-        return key
+        return cls(
+            *_parse_vkey(
+                text, _COSIGNATURE, "witness key", "an Ed25519 cosignature/v1 key (signature type 0x04)"
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -127,6 +113,21 @@ class Checkpoint:
     size: int
     root: bytes
     extensions: tuple[str, ...] = ()
+
+
+def _parse_vkey(text: str, kind: bytes, what: str, kind_words: str) -> tuple[str, bytes, bytes]:
+    """``name+hex id+base64(kind || key)``, its id checked against name, kind and key:
+    ``(name, key id, public key)``. Raises :class:`NoteError` naming ``what`` was wrong."""
+    parts = text.strip().split("+", 2)  # the base64 may hold "+" too
+    if len(parts) != 3 or not _NAME.fullmatch(parts[0]) or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
+        raise NoteError(f"{what} is not name+keyid+base64")
+    raw = _unb64(parts[2], what)
+    if len(raw) != 33 or raw[:1] != kind:
+        raise NoteError(f"{what} is not {kind_words}")
+    name, key_id, public_key = parts[0], bytes.fromhex(parts[1]), raw[1:]
+    if _key_id(name, public_key, kind) != key_id:
+        raise NoteError(f"{what}'s id does not match its name and key")
+    return name, key_id, public_key
 
 
 def _key_id(name: str, public_key: bytes, kind: bytes = _ED25519) -> bytes:
