@@ -28,6 +28,7 @@ from audit.wiring import audit_log
 from keelgate.errors import (
     ApprovalEscalatedError,
     ApprovalExpiredError,
+    ApprovalStaleError,
     KeelgateError,
     NoteRequiredError,
     OutcomeAlreadySettledError,
@@ -65,8 +66,9 @@ def approval_decide(
     """Approve or deny one pending approval as ``user``.
 
     ``seen`` is the hash of the arguments the person was shown (the card's, the API
-    caller's): other arguments are ApprovalStaleError. ``arguments`` edits the call
-    before approving it: the answer is then the edited call's approval, a new row.
+    caller's, a Slack button's): other arguments are ApprovalStaleError, for a denial
+    too. ``arguments`` edits the call before approving it: the answer is then the edited
+    call's approval, a new row.
     ``confirmed`` is the deliberate second step a high-impact call needs. ``context``
     says how the decision came (``tenants.auditing.decision_context``), for its event.
 
@@ -90,6 +92,8 @@ def approval_decide(
         by = user.get_username()
         if approval.status != ApprovalStatus.PENDING:
             raise approval.settled_error()
+        if decision == "deny" and seen is not None and seen != approval.arguments_hash:
+            raise ApprovalStaleError(approval.action_id)
         # The projection compares with the locked row instead of reading it again, and sets
         # on it what it writes: the answer is the row as stored, without a read back.
         loop = build_loop(approval.agent, group=group, locked=approval, tenant_id=approval.tenant_id)

@@ -268,5 +268,5 @@ class SlackDeliveryAdmin(ReadOnlyAdmin):
 class SlackInteractionAdmin(ReadOnlyAdmin):
     """Clicks: what each asked and how it ended, read only."""
 
-    list_display = ("slack_user", "approval_id", "status", "reason", "decided_as", "received_at")
-    list_filter = ("status", "reason")
+    list_display = ("slack_user", "action", "approval_id", "status", "reason", "decided_as", "received_at")
+    list_filter = ("action", "status", "reason")

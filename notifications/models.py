@@ -363,7 +363,7 @@ class SlackInteractionStatus(models.TextChoices):
 
 
 class SlackInteraction(models.Model):
-    """One verified button click, recorded before Slack is answered; decided afterwards.
+    """One verified button click (or Deny form), recorded before Slack is answered; decided afterwards.
 
     Unique per (workspace, user, ``action_ts``): Slack's retry of the same request is
     the same click, recorded once.
@@ -372,7 +372,9 @@ class SlackInteraction(models.Model):
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="interactions")
     slack_user = models.CharField(max_length=32)
     action = models.CharField(max_length=32)
-    """``approve`` (the only decision a button takes in Slack)."""
+    """``approve`` (the Approve button) or ``deny`` (the Deny form, submitted)."""
+    note = models.TextField(blank=True)
+    """A denial's reason, as typed in the form."""
     approval_id = models.BigIntegerField()
     arguments_hash = models.CharField(max_length=64)
     """The hash of the arguments the message showed: another call is refused as stale."""

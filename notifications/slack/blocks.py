@@ -6,10 +6,11 @@ people: each is escaped for Slack's mrkdwn (``&``, ``<``, ``>``, so no mention, 
 drawn from the inbox row as it stands when it is sent, so a post or an update sent late
 still tells the truth.
 
-An approval's message carries one decision button, **Approve**, whose value is only
-the approval's id and the hash of the arguments shown (``<id>:<hash>``); a denial (it
-needs a reason), an edit and a high-impact call (it needs the typed confirmation) open
-the console instead.
+An approval's message carries two decision buttons, **Approve** and **Deny…**, whose
+value is only the approval's id and the hash of the arguments shown (``<id>:<hash>``).
+Deny opens a form asking for the reason (:mod:`.modals`); an edit and the approval of
+a high-impact call (it needs the typed confirmation) open the console instead. A
+high-impact call can still be denied in Slack: refusing a call needs no confirmation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from tenants.models import Role
 
 APPROVE = "keelgate_approve"
 """The one action id a button decides with; every other action id is refused."""
+DENY = "keelgate_deny"
+"""A button that opens the form asking why (:mod:`.modals`); its submission denies."""
+DENY_FORM = "keelgate_deny_reason"
+"""The ``callback_id`` of that form: the one view submission Keelgate takes."""
 OPEN = "keelgate_open"
 """A URL button's action id: Slack reports its click too, and it decides nothing."""
 
@@ -62,7 +67,7 @@ def console_url(path: str = "") -> str:
     return str(getattr(settings, "KEELGATE_CONSOLE_URL", "http://127.0.0.1:8000")).rstrip("/") + path
 
 
-def _card_url(kind: str, pk: int) -> str:
+def card_url(kind: str, pk: int) -> str:
     return console_url(f"{reverse('inbox')}#item-{kind[0]}-{pk}")
 
 
@@ -148,14 +153,17 @@ def approval_message(row: Approval, *, actor: str = "", via: str = "") -> Messag
 
 
 def _approval_buttons(row: Approval) -> list[dict[str, Any]]:
-    card = _card_url("approval", row.pk)
-    if row.high_impact:
-        return [_button("High impact: review in the console", action_id=OPEN, url=card)]
+    card = card_url("approval", row.pk)
     if not row.arguments_hash:  # a row older than argument hashes: a button could not bind its call
         return [_button("Decide in the console", action_id=OPEN, url=card)]
+    value = f"{row.pk}:{row.arguments_hash}"
+    deny = _button("Deny…", action_id=DENY, value=value, style="danger")
+    if row.high_impact:
+        return [_button("High impact: approve in the console", action_id=OPEN, url=card), deny]
     return [
-        _button("Approve", action_id=APPROVE, value=f"{row.pk}:{row.arguments_hash}", style="primary"),
-        _button("Deny or edit in the console", action_id=OPEN, url=card),
+        _button("Approve", action_id=APPROVE, value=value, style="primary"),
+        deny,
+        _button("Edit in the console", action_id=OPEN, url=card),
     ]
 
 
@@ -168,7 +176,7 @@ def unknown_message(row: UnknownOutcome, *, actor: str = "", via: str = "") -> M
         fields.append("*Who may decide:* reconcilers and admins")
         fields.append(f"*Since:* {_when(row.detected_at)}")
         run_url = _run_url(row.tenant_id, row.run_id)
-        buttons = [_button("Settle in the console", action_id=OPEN, url=_card_url("unknown", row.pk))]
+        buttons = [_button("Settle in the console", action_id=OPEN, url=card_url("unknown", row.pk))]
         if run_url:
             buttons.append(_button("The run", action_id=OPEN, url=run_url))
         blocks = [

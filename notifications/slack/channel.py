@@ -133,7 +133,7 @@ class SlackChannel(ChannelDefaults[SlackDelivery]):
 
     def receive(self) -> None:
         """Decide the clicks the interactions endpoint recorded (:mod:`.interactions`)."""
-        interactions_process()
+        interactions_process(keep=self.keep_finished())
 
     @contextmanager
     def session(self) -> Iterator[Send]:

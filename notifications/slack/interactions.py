@@ -1,5 +1,8 @@
 """A click on a message's button: recorded at once, decided afterwards, as the linked person.
 
+Two things decide: a click on **Approve**, and the submission of the form a click on
+**Deny…** opened (:mod:`.modals`), which carries the reason. Both are "clicks" here.
+
 Slack wants an answer within three seconds and may send the same request again. The
 endpoint (:mod:`.endpoints`) checks the signature, records the click as a
 :class:`~notifications.models.SlackInteraction` (unique per workspace, user and
@@ -27,6 +30,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -40,7 +44,8 @@ from audit.wiring import audit_log
 from keelgate.errors import ConfirmationRequiredError, KeelgateError, error_from_code
 from keelgate.loop import DecisionContext
 from notifications.models import SlackInteraction, SlackInteractionStatus, SlackLink, SlackWorkspace
-from notifications.slack.blocks import APPROVE, OPEN, escape
+from notifications.slack.blocks import APPROVE, DENY, DENY_FORM, OPEN, escape
+from notifications.slack.modals import REASON, REASON_MAX, form_carried
 from sitekit.console_errors import refusal_line
 
 log = logging.getLogger("keelgate.slack")
@@ -64,14 +69,24 @@ class PayloadInvalid(Exception):
 
 @dataclass(frozen=True)
 class Click:
-    """One button press as Slack reported it."""
+    """One button press (or one form submitted) as Slack reported it."""
 
     team_id: str
     slack_user: str
-    action_id: str
+    decision: str
+    """``approve``, or ``deny``: the Deny button (``note`` empty, a form to open) or its form."""
     value: str
     action_ts: str
+    """Slack's id of the click; a form's is ``view:<its id>`` (a form is submitted once)."""
     response_url: str
+    trigger_id: str = ""
+    """The Deny button's: the form must be opened with it, within three seconds."""
+    note: str = ""
+    """The reason the Deny form was submitted with."""
+
+    @property
+    def asks_for_form(self) -> bool:
+        return self.decision == "deny" and bool(self.trigger_id)
 
 
 def payload_of(body: bytes) -> dict[str, Any]:
@@ -97,33 +112,92 @@ def team_of(payload: dict[str, Any]) -> str:
 
 
 def click_of(payload: dict[str, Any]) -> Click | None:
-    """The click a verified ``block_actions`` payload reports; None for a link button (nothing to do)."""
-    if payload.get("type") != "block_actions":
-        raise PayloadInvalid("unknown_interaction", "Only button clicks (block_actions) are taken.")
-    user, actions = payload.get("user"), payload.get("actions")
-    user_id = user.get("id") if isinstance(user, dict) else None
-    if not isinstance(user_id, str) or not user_id or len(user_id) > 32:
-        raise PayloadInvalid("payload_invalid", "The payload names no user.")
+    """The click a verified payload reports; None for a link button (nothing to do).
+
+    A ``block_actions`` payload is a button: Approve, or Deny (a form to open). A
+    ``view_submission`` is the Deny form sent back, with its reason.
+    """
+    kind = payload.get("type")
+    if kind == "view_submission":
+        return _submission_of(payload)
+    if kind != "block_actions":
+        raise PayloadInvalid(
+            "unknown_interaction", "Only button clicks (block_actions) and Keelgate's form are taken."
+        )
+    user_id = _user_of(payload)
+    actions = payload.get("actions")
     if not isinstance(actions, list) or len(actions) != 1 or not isinstance(actions[0], dict):
         raise PayloadInvalid("payload_invalid", "The payload carries no single action.")
     action = actions[0]
     action_id = action.get("action_id")
     if action_id == OPEN:
         return None  # a URL button: the browser opens the console, nothing is decided here
-    if action_id != APPROVE:
+    if action_id not in (APPROVE, DENY):
         raise PayloadInvalid("unknown_action", "Keelgate knows no such action.")
-    value, action_ts = action.get("value"), action.get("action_ts")
-    if not isinstance(value, str) or not VALUE.match(value):
-        raise PayloadInvalid("payload_invalid", "The button's value is not <approval id>:<arguments hash>.")
+    value, action_ts = _value_of(action.get("value")), action.get("action_ts")
     if not isinstance(action_ts, str) or not action_ts or len(action_ts) > 32:
         raise PayloadInvalid("payload_invalid", "The action has no action_ts.")
-    response_url = payload.get("response_url")
-    response_url = response_url if isinstance(response_url, str) and len(response_url) <= 500 else ""
-    return Click(team_of(payload), user_id, APPROVE, value, action_ts, response_url)
+    response_url = _reply_url(payload.get("response_url"))
+    if action_id == APPROVE:
+        return Click(team_of(payload), user_id, "approve", value, action_ts, response_url)
+    trigger_id = payload.get("trigger_id")
+    if not isinstance(trigger_id, str) or not trigger_id or len(trigger_id) > 100:
+        raise PayloadInvalid("payload_invalid", "The Deny click has no trigger_id to open its form with.")
+    return Click(team_of(payload), user_id, "deny", value, action_ts, response_url, trigger_id=trigger_id)
+
+
+def _submission_of(payload: dict[str, Any]) -> Click:
+    """The Deny form, submitted: the button's value it carried, and the reason typed."""
+    view = payload.get("view")
+    if not isinstance(view, dict) or view.get("callback_id") != DENY_FORM:
+        raise PayloadInvalid("unknown_interaction", "Keelgate knows no such form.")
+    user_id = _user_of(payload)
+    view_id = view.get("id")
+    if not isinstance(view_id, str) or not view_id or len(view_id) > 24:
+        raise PayloadInvalid("payload_invalid", "The form has no id.")
+    carried = form_carried(view.get("private_metadata"))
+    if carried is None:
+        raise PayloadInvalid("payload_invalid", "The form does not carry the call it denies.")
+    value, reply_to = carried
+    state = view.get("state")
+    values = state.get("values") if isinstance(state, dict) else None
+    block = values.get(REASON) if isinstance(values, dict) else None
+    field = block.get(REASON) if isinstance(block, dict) else None
+    reason = field.get("value") if isinstance(field, dict) else None
+    if reason is not None and not isinstance(reason, str):
+        raise PayloadInvalid("payload_invalid", "The reason is not text.")
+    return Click(
+        team_of(payload),
+        user_id,
+        "deny",
+        _value_of(value),
+        f"view:{view_id}",
+        _reply_url(reply_to),
+        note=(reason or "").strip()[:REASON_MAX],
+    )
+
+
+def _user_of(payload: dict[str, Any]) -> str:
+    user = payload.get("user")
+    user_id = user.get("id") if isinstance(user, dict) else None
+    if not isinstance(user_id, str) or not user_id or len(user_id) > 32:
+        raise PayloadInvalid("payload_invalid", "The payload names no user.")
+    return user_id
+
+
+def _value_of(value: object) -> str:
+    if not isinstance(value, str) or not VALUE.match(value):
+        raise PayloadInvalid("payload_invalid", "The button's value is not <approval id>:<arguments hash>.")
+    return value
+
+
+def _reply_url(url: object) -> str:
+    return url if isinstance(url, str) and len(url) <= 500 else ""
 
 
 def click_record(workspace: SlackWorkspace, click: Click) -> bool:
     """Record the click to be decided; False if this very click was recorded before (Slack's retry)."""
+    assert not click.asks_for_form, "a Deny button decides nothing: its form does"
     match = VALUE.match(click.value)
     assert match is not None  # click_of checked it
     try:
@@ -133,7 +207,8 @@ def click_record(workspace: SlackWorkspace, click: Click) -> bool:
                 slack_user=click.slack_user,
                 action_ts=click.action_ts,
                 defaults={
-                    "action": "approve",
+                    "action": click.decision,
+                    "note": click.note,
                     "approval_id": int(match.group(1)),
                     "arguments_hash": match.group(2),
                     "response_url": click.response_url,
@@ -153,8 +228,13 @@ class Processed:
     replied: int = 0
 
 
-def interactions_process(limit: int = PER_PASS) -> Processed:
-    """Decide the recorded clicks still pending, then tell each clicker what happened."""
+def interactions_process(limit: int = PER_PASS, *, keep: timedelta | None = None) -> Processed:
+    """Decide the recorded clicks still pending, then tell each clicker what happened.
+
+    ``keep``: how long a click told of stays (its decision is in the audit log for good);
+    older ones go. Slack repeats a request within minutes, so the row that makes the
+    repeat the same click is long past use.
+    """
     done = Processed()
     pending = list(
         SlackInteraction.objects.filter(status=SlackInteractionStatus.PENDING)
@@ -167,6 +247,8 @@ def interactions_process(limit: int = PER_PASS) -> Processed:
             done.decided += 1
         elif status == SlackInteractionStatus.REFUSED:
             done.refused += 1
+    if keep is not None:
+        SlackInteraction.objects.filter(replied=True, processed_at__lt=timezone.now() - keep).delete()
     unreplied = SlackInteraction.objects.filter(replied=False).exclude(status=SlackInteractionStatus.PENDING)
     for row in unreplied.select_related("workspace__tenant").order_by("pk")[:limit]:
         done.replied += _reply(row)
@@ -203,7 +285,8 @@ def _decide(pk: int) -> str | None:
                     tenant_id=tenant_id,
                     approval_id=row.approval_id,
                     user=link.user,
-                    decision="approve",
+                    decision="deny" if row.action == "deny" else "approve",
+                    note=row.note,
                     seen=row.arguments_hash,
                     context=DecisionContext(via=VIA),
                 )
@@ -265,6 +348,8 @@ def reply_text(row: SlackInteraction) -> str:
         left = approval["required"] - len(approval["votes"] or [])
         return f"Your approval is recorded: {left} more approver{'s' if left != 1 else ''} needed."
     tool = escape(approval["tool"], 128) if approval else "the call"
+    if row.action == "deny":
+        return f"Denied `{tool}` as {escape(row.decided_as, 150)}: nothing runs, and the run is told why."
     return f"Approved `{tool}` as {escape(row.decided_as, 150)}: the run is queued."
 
 
@@ -275,12 +360,12 @@ def _reply(row: SlackInteraction) -> int:
     SlackInteraction.objects.filter(pk=row.pk).update(
         replied=True
     )  # at most once: a lost reply is not retried
-    if not row.response_url or not _allowed(row.response_url):
+    if not row.response_url or not allowed_reply_url(row.response_url):
         return 0
     return int(ephemeral(row.response_url, reply_text(row)))
 
 
-def _allowed(url: str) -> bool:
+def allowed_reply_url(url: str) -> bool:
     """A response URL of Slack's (``KEELGATE_SLACK_RESPONSE_URL_PREFIX``): a click cannot aim us elsewhere."""
     prefix = str(getattr(settings, "KEELGATE_SLACK_RESPONSE_URL_PREFIX", "https://hooks.slack.com/"))
     return url.startswith(prefix)

@@ -4,6 +4,9 @@
 sent (the ``slack`` extra): a site without it runs every other channel. Its base URL is
 ``KEELGATE_SLACK_API_URL`` (Slack's by default; the tests point it at a local fake).
 
+A form (``views.open``) is opened in the request of the click that asked for it: its
+``trigger_id`` lives three seconds.
+
 Failures, in the seam's terms (:class:`~notifications.channel.Failed`):
 
 - the token refused (``invalid_auth``, ``token_revoked``, ...): failed at once
@@ -45,11 +48,11 @@ def timeout_seconds() -> int:
     return max(1, int(float(getattr(settings, "KEELGATE_SLACK_TIMEOUT_SECONDS", 10))))
 
 
-def web_client(token: str) -> Any:
+def web_client(token: str, *, timeout: int | None = None) -> Any:
     """The official client for one workspace's bot token."""
     from slack_sdk import WebClient
 
-    return WebClient(token=token, base_url=api_url(), timeout=timeout_seconds())
+    return WebClient(token=token, base_url=api_url(), timeout=timeout or timeout_seconds())
 
 
 def post(client: Any, *, channel: str, text: str, blocks: list[dict[str, Any]]) -> Result:
@@ -60,6 +63,20 @@ def post(client: Any, *, channel: str, text: str, blocks: list[dict[str, Any]]) 
 def update(client: Any, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> Result:
     """``chat.update`` of the message ``ts`` in ``channel``; delivered with the same receipt."""
     return _call(lambda: client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks), channel)
+
+
+def open_view(client: Any, *, trigger_id: str, view: dict[str, Any]) -> str:
+    """``views.open``: show ``view`` to whoever clicked with ``trigger_id``; "" if shown, else why not."""
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    try:
+        client.views_open(trigger_id=trigger_id, view=view)
+    except SlackApiError as exc:
+        data = getattr(exc.response, "data", None)
+        return str(data.get("error", "")) if isinstance(data, dict) and data.get("error") else "slack_error"
+    except (SlackClientError, OSError, ValueError) as exc:
+        return type(exc).__name__
+    return ""
 
 
 def _call(call: Any, channel: str) -> Result:

@@ -1,7 +1,7 @@
 """A local fake of Slack for the tests: the Web API the official client is pointed at, and response URLs.
 
-It speaks what ``slack_sdk``'s ``WebClient`` calls (``chat.postMessage`` and
-``chat.update``, JSON bodies, a Bearer token) and keeps every message with each of its
+It speaks what ``slack_sdk``'s ``WebClient`` calls (``chat.postMessage``,
+``chat.update`` and ``views.open``, JSON bodies, a Bearer token) and keeps every message with each of its
 versions, so a test reads what people would see. ``/hooks/...`` takes the replies only
 a clicker sees. It misbehaves on purpose: ``status`` answers every API call with an
 HTTP error (Slack down), ``revoked`` refuses the token as Slack does
@@ -57,6 +57,8 @@ class FakeSlack:
     def __init__(self) -> None:
         self.messages: list[Posted] = []
         self.replies: list[dict[str, Any]] = []
+        self.views: list[dict[str, Any]] = []
+        """Each form opened (``views.open``): its ``trigger_id``, and the view with the id given it."""
         self.calls: list[tuple[str, str]] = []
         """(method, Authorization header) of every API call."""
         self.status: int | None = None
@@ -113,6 +115,13 @@ class FakeSlack:
                         message.versions.append(version)
                         return 200, {"ok": True, "channel": message.channel, "ts": message.ts}
                 return 200, {"ok": False, "error": "message_not_found"}
+            if method == "views.open":
+                view = data.get("view")
+                if not data.get("trigger_id") or not isinstance(view, dict):
+                    return 200, {"ok": False, "error": "invalid_arguments"}
+                opened = {**view, "id": f"V0FORM{len(self.views):04d}"}
+                self.views.append({"trigger_id": data["trigger_id"], "view": opened})
+                return 200, {"ok": True, "view": opened}
             return 200, {"ok": False, "error": "unknown_method"}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -190,6 +199,22 @@ def click_body(
                 "action_ts": action_ts or f"{time.time():.6f}{n}",
             }
         ],
+    }
+    return urlencode({"payload": json.dumps(payload)}).encode()
+
+
+def submission_body(view: dict[str, Any], *, user: str, reason: str | None, team: str = TEAM) -> bytes:
+    """A ``view_submission`` request body: the form ``view`` (as opened) sent back with ``reason`` typed."""
+    state = {"values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}}
+    payload = {
+        "type": "view_submission",
+        "team": {"id": team, "domain": "keelgate"},
+        "user": {"id": user, "username": user.lower(), "team_id": team},
+        "api_app_id": "A0KEELGATE",
+        "token": "legacy-verification-token",
+        "trigger_id": "9.trigger",
+        "view": {**view, "state": state, "hash": "1700000000.abc", "team_id": team},
+        "response_urls": [],
     }
     return urlencode({"payload": json.dumps(payload)}).encode()
 

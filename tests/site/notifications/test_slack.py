@@ -51,6 +51,7 @@ from tests.site.notifications._slack import (
     click_body,
     command_body,
     signed,
+    submission_body,
 )
 from tests.site.notifications.contract import ChannelContract, Harness
 
@@ -471,13 +472,14 @@ def test_a_button_naming_another_tenants_approval_is_refused_as_not_found(worksp
 def test_a_high_impact_call_opens_the_console_and_a_click_cannot_approve_it(
     workspace, fake, tally, brokerage_path
 ):
-    """No Approve button, a link to the console; a signed click naming it anyway is refused."""
+    """No Approve button (Deny stays), a link to the console; a signed approve click naming it anyway
+    is refused."""
     client = Client()
     approval = waiting(get_user_model().objects.get(username="op"), "r-big", goal="buy 150 ACME")
     assert approval.high_impact
     slack_pass()
     buttons = fake.only().buttons()
-    assert [b["action_id"] for b in buttons] == ["keelgate_open"]
+    assert [b["action_id"] for b in buttons] == ["keelgate_open", "keelgate_deny"]
     assert buttons[0]["url"].startswith("https://console.example.test/")
     click(client, fake, tally, approval, "U0OP")
     interactions_process()
@@ -485,6 +487,187 @@ def test_a_high_impact_call_opens_the_console_and_a_click_cannot_approve_it(
     assert approval.status == ApprovalStatus.PENDING
     assert [e["reason"] for e in events("slack.refused")] == ["high_impact_confirmation_required"]
     assert "Approve it in the Keelgate console" in fake.replies[0]["text"]
+
+
+# -- Deny: a form asks why; its submission denies ---------------------------------------
+
+
+def deny(client, fake, tally, approval: Approval, user: str, reason: str | None, **kwargs):
+    """Click Deny… as ``user``, then send the form Slack opened back with ``reason``; the form's answer."""
+    opened = len(fake.views)
+    response = click(client, fake, tally, approval, user, action_id="keelgate_deny", **kwargs)
+    assert response.status_code == 200 and len(fake.views) == opened + 1
+    body = submission_body(fake.views[-1]["view"], user=user, reason=reason)
+    return post(client, INTERACTIONS, body, tally, **signed(body))
+
+
+def test_deny_opens_a_form_and_its_reason_denies_as_the_linked_person(workspace, fake, tally, brokerage_path):
+    """The click opens a form (views.open with its trigger_id) and decides nothing; the submission
+    is acknowledged with an empty 200 (the form closes), then denied as bob with the reason, via
+    slack; the message says so and bob alone is told."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-deny")
+    slack_pass()
+    (deny_button,) = [b for b in fake.only().buttons() if b["action_id"] == "keelgate_deny"]
+    assert deny_button["value"] == f"{approval.pk}:{approval.arguments_hash}"
+    click(client, fake, tally, approval, "U0BOB", action_id="keelgate_deny")
+    (form,) = fake.views
+    assert form["trigger_id"].endswith(".trigger")
+    assert form["view"]["callback_id"] == "keelgate_deny_reason"
+    assert "place_order" in json.dumps(form["view"]) and "r-deny" in json.dumps(form["view"])
+    assert not SlackInteraction.objects.exists()  # opening the form decides nothing
+    body = submission_body(form["view"], user="U0BOB", reason="  not ann's account today  ")
+    answer = post(client, INTERACTIONS, body, tally, **signed(body))
+    assert (answer.status_code, answer.content) == (200, b"")
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING  # recorded, not decided, in the request
+    assert (interactions_process().decided, Approval.objects.get(pk=approval.pk).status) == (1, "denied")
+    approval.refresh_from_db()
+    assert (approval.decided_by, approval.note) == ("bob", "not ann's account today")
+    (decided,) = events("approval.decided")
+    assert decided["via"] == "slack" and decided["decision"] == "deny"
+    slack_pass()
+    assert "Denied by bob in Slack" in fake.only().text and "not ann's account today" in fake.only().text
+    assert fake.only().buttons() == []
+    (reply,) = fake.replies
+    assert reply["response_type"] == "ephemeral" and "Denied" in reply["text"]
+    assert reply["path"].startswith("/hooks/actions/")  # the Deny click's own response_url
+
+
+def test_a_form_sent_again_is_recorded_once_and_an_empty_reason_keeps_it_open(
+    workspace, fake, tally, brokerage_path
+):
+    """No reason: Slack is told to show an error under the field, nothing recorded; the same form
+    submitted twice (Slack's retry) is one click, one denial."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-deny-twice")
+    empty = deny(client, fake, tally, approval, "U0OP", "   ")
+    assert empty.status_code == 200
+    assert empty.json() == {"response_action": "errors", "errors": {"reason": "Say why the call is denied."}}
+    assert not SlackInteraction.objects.exists()
+    body = submission_body(fake.views[-1]["view"], user="U0OP", reason="no")
+    headers = signed(body)
+    assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
+    assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
+    assert SlackInteraction.objects.count() == 1
+    interactions_process()
+    assert len(events("approval.decided")) == 1
+
+
+def test_a_viewer_an_unlinked_person_and_a_stale_form_deny_nothing(workspace, fake, tally, brokerage_path):
+    """The form's submission is judged as a click is: a viewer (``forbidden``), a stranger
+    (``unlinked``) and a form naming other arguments (``approval_stale``) are refused, audited."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-deny-no")
+    deny(client, fake, tally, approval, "U0VIEWER", "I only watch")
+    deny(client, fake, tally, approval, "U0STRANGER", "who am I")
+    deny(client, fake, tally, approval, "U0OP", "stale", value=f"{approval.pk}:{'0' * 64}")
+    assert interactions_process().refused == 3
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.PENDING
+    refused = events("slack.refused")
+    assert [(e["reason"], e["action"]) for e in refused] == [
+        ("forbidden", "deny"),
+        ("unlinked", "deny"),
+        ("approval_stale", "deny"),
+    ]
+    assert all("Nothing was decided" in r["text"] for r in fake.replies) and len(fake.replies) == 3
+
+
+def test_a_high_impact_call_can_be_denied_in_slack(workspace, fake, tally, brokerage_path):
+    """Approving it needs the console's typed confirmation; refusing it needs none."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-big-deny", goal="buy 150 ACME")
+    slack_pass()
+    assert [b["action_id"] for b in fake.only().buttons()] == ["keelgate_open", "keelgate_deny"]
+    deny(client, fake, tally, approval, "U0OP", "far too big")
+    interactions_process()
+    approval.refresh_from_db()
+    assert (approval.status, approval.note) == (ApprovalStatus.DENIED, "far too big")
+
+
+def test_a_deny_on_an_m_of_n_call_ends_it_whatever_the_votes(
+    workspace, fake, tally, brokerage_path, settings
+):
+    """op approved one of two; bob's denial from Slack ends it: nothing runs."""
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "four-eyes": "tests.site.console.agents.build_four_eyes",
+    }
+    from runs.services import run_start
+
+    client = Client()
+    op = get_user_model().objects.get(username="op")
+    run_start(tenant_id="t1", agent="four-eyes", goal="buy 10 ACME", user=op, run_id="r-4e-deny")
+    drain()
+    four = Approval.objects.get(tenant_id="t1", run_id="r-4e-deny")
+    click(client, fake, tally, four, "U0OP")
+    deny(client, fake, tally, four, "U0BOB", "one of us says no")
+    assert interactions_process().decided == 2
+    four.refresh_from_db()
+    assert (four.status, [v["by"] for v in four.votes], four.decided_by) == ("denied", ["op"], "bob")
+
+
+def test_a_form_slack_would_not_open_tells_the_clicker_to_use_the_console(
+    workspace, fake, tally, brokerage_path
+):
+    """Slack down when Deny is clicked: still a 200, nothing recorded, and the clicker is sent the
+    console's link (the reply goes to Slack's hooks, which answer)."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-deny-down")
+    fake.status = 500
+    response = click(client, fake, tally, approval, "U0OP", action_id="keelgate_deny")
+    assert response.status_code == 200 and fake.views == []
+    assert not SlackInteraction.objects.exists()
+    (reply,) = fake.replies
+    assert "could not be opened" in reply["text"]
+    assert f"https://console.example.test/#item-a-{approval.pk}" in reply["text"]
+
+
+@pytest.mark.parametrize(
+    ("view", "code"),
+    [
+        ({"callback_id": "someone_elses_form", "id": "V1"}, "unknown_interaction"),
+        (
+            {"callback_id": "keelgate_deny_reason", "id": "V1", "private_metadata": "{not json"},
+            "payload_invalid",
+        ),
+        ({"callback_id": "keelgate_deny_reason", "id": "V1", "private_metadata": "[]"}, "payload_invalid"),
+        (
+            {"callback_id": "keelgate_deny_reason", "id": "V1", "private_metadata": '{"value": "1:2"}'},
+            "payload_invalid",
+        ),
+        ({"callback_id": "keelgate_deny_reason", "private_metadata": '{"value": "x"}'}, "payload_invalid"),
+    ],
+)
+def test_a_malformed_form_is_a_clear_400(workspace, fake, tally, view, code):
+    """A form that is not Keelgate's, or carries no call: 400 with a code, nothing recorded."""
+    body = submission_body(view, user="U0OP", reason="why")
+    response = post(Client(), INTERACTIONS, body, tally, **signed(body))
+    assert response.status_code == 400 and response.json()["code"] == code
+    assert not SlackInteraction.objects.exists()
+
+
+def test_clicks_told_of_are_pruned_after_the_channels_keep(workspace, fake, tally, brokerage_path):
+    """A click's row only makes Slack's repeat of it the same click: once told of and older than
+    the channel keeps finished deliveries (30 days), it goes; its decision stays in the audit log."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-prune")
+    click(client, fake, tally, approval, "U0OP")
+    slack_pass()
+    (row,) = SlackInteraction.objects.all()
+    assert row.replied and row.status == "decided"
+    SlackInteraction.objects.filter(pk=row.pk).update(processed_at=timezone.now() - timedelta(days=29))
+    slack_pass()
+    assert SlackInteraction.objects.count() == 1
+    SlackInteraction.objects.filter(pk=row.pk).update(processed_at=timezone.now() - timedelta(days=31))
+    slack_pass()
+    assert not SlackInteraction.objects.exists()
+    assert len(events("approval.decided")) == 1
 
 
 @pytest.mark.parametrize(
