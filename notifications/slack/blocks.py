@@ -38,7 +38,13 @@ TEXT_MAX = 2900
 """A section's text stays under Slack's 3,000 characters."""
 FIELD_MAX = 300
 
-VIA_WORDS = {"console": "in the console", "api": "through the API", "slack": "in Slack"}
+VIA_WORDS = {
+    "console": "in the console",
+    "api": "through the API",
+    "slack": "in Slack",
+    "email": "through an emailed link",
+    "standing": "through a standing approval",
+}
 
 ROLE_WORDS = {
     Role.APPROVER: "approvers and admins",

@@ -54,6 +54,9 @@ from tests.site.notifications._slack import (
     submission_body,
 )
 from tests.site.notifications.contract import ChannelContract, Harness
+from tests.site.notifications.mail import smtp
+
+__all__ = ["smtp"]  # the fixture, imported to be used
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -704,6 +707,72 @@ def test_unknown_actions_and_interactions_are_clear_400s(workspace, fake, tally,
     assert link.status_code == 200  # a URL button's click: acknowledged, nothing to decide
     assert Client().get(INTERACTIONS).status_code == 405
     assert not SlackInteraction.objects.exists()
+
+
+# -- one call, decided from several places ----------------------------------------------
+
+
+def test_four_eyes_counts_a_person_once_across_an_emailed_link_and_slack(
+    workspace, fake, tally, brokerage_path, settings, smtp
+):
+    """bob approves from his emailed link; his Slack click is then refused as the same person;
+    op's click in Slack is the second pair of eyes; the message names both; the order runs once."""
+    from notifications.emails import send_due
+    from runs.agents.brokerage import PaperBrokerage
+    from tests.site.console.conftest import start_waiting
+    from tests.site.notifications.mail import member
+    from tests.site.notifications.test_email_links import logged_in, mailed_link
+    from tests.site.notifications.test_email_links import post as form_post
+
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "four-eyes": "tests.site.console.agents.build_four_eyes",
+    }
+    bob = member("t1", "bob", Role.APPROVER)
+    approval = start_waiting(get_user_model().objects.get(username="op"), "r-two-ways", agent="four-eyes")
+    send_due()
+    slack_pass()
+    by_mail = form_post(logged_in(bob), mailed_link(smtp, "bob@example.test"), decision="approve")
+    assert by_mail.status_code == 200 and "1 more approver needed" in by_mail.content.decode()
+    client = Client()
+    click(client, fake, tally, approval, "U0BOB")
+    interactions_process()
+    assert [e["reason"] for e in events("slack.refused")] == ["approval_duplicate_approver"]
+    click(client, fake, tally, approval, "U0OP")
+    interactions_process()
+    approval.refresh_from_db()
+    assert approval.status == ApprovalStatus.APPROVED and [v["by"] for v in approval.votes] == ["bob", "op"]
+    assert [e["via"] for e in events("approval.decided")] == ["email", "slack"]
+    slack_pass()
+    message = fake.only()
+    assert "Approved by op in Slack" in message.text and "*Approved by:* bob, op" in message.text
+    drain()
+    assert [(o.executions, o.replays) for o in PaperBrokerage().ledger()] == [(1, 0)]
+
+
+def test_a_posted_call_a_standing_approval_settles_is_updated_naming_it(workspace, fake, brokerage_path):
+    """Posted while it waited; a standing approval made since settles it: the message says so."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.standing import standing_apply, standing_create
+
+    bob = get_user_model().objects.get(username="bob")
+    approval = waiting(get_user_model().objects.get(username="op"), "r-standing")
+    slack_pass()
+    standing_create(
+        tenant_id="t1",
+        user=bob,
+        agent="paper-trader",
+        tool="place_order",
+        bounds={"quantity": {"max": 10}},
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    assert standing_apply(tenant_id="t1", approval_id=approval.pk) is not None
+    slack_pass()
+    assert "Approved by bob through a standing approval" in fake.only().text
+    assert fake.only().buttons() == []
 
 
 # -- Slack's failures -------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -13,6 +14,7 @@ from runs.agents.brokerage import PaperBrokerage
 from runs.models import Run, RunStatus
 from runs.services import run_start
 from tests.contrib.temporal.test_temporal_runner import env  # noqa: F401  (the dev server fixture)
+from tests.site._audit import logged
 
 
 async def wait_for_status(run_id: str, status: str, timeout: float = 30.0) -> None:
@@ -56,3 +58,53 @@ async def test_a_run_queued_in_the_site_is_executed_by_temporal(
         await wait_for_status("tr1", RunStatus.DONE)
     assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]
     assert Run.objects.get(run_id="tr1").outcome == "completed"  # Temporal's ending names it too
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_standing_approval_releases_a_temporal_run_with_nobody_clicking(
+    env,  # noqa: F811  (the dev-server fixture imported above)
+    operator,
+    brokerage_path,
+    settings,
+    monkeypatch,
+):
+    """The workflow stops for the order; its outcome recorded as waiting is the worker's release
+    (``run_waiting``), so op's standing approval approves it there and a second workflow runs the
+    order once, audited as the rule's use."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.models import ApprovalStatus
+    from approvals.standing import standing_create
+    from keelgate.contrib.temporal import temporal_worker
+    from runs.engine.temporal import loop_for, record_outcome
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.KEELGATE_RUNNER = "temporal"
+    settings.KEELGATE_TEMPORAL_ADDRESS = env.client.service_client.config.target_host
+    settings.KEELGATE_TEMPORAL_TASK_QUEUE = f"site-{uuid.uuid4().hex[:8]}"
+    made = standing_create(
+        tenant_id="t1",
+        user=operator,
+        agent="paper-trader",
+        tool="place_order",
+        bounds={"quantity": {"max": 5}},
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    worker = temporal_worker(
+        env.client,
+        task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE,
+        loop_factory=loop_for,
+        on_outcome=record_outcome,
+        heartbeat_every=0.2,
+    )
+    async with worker:
+        run_start(tenant_id="t1", agent="paper-trader", goal="buy 4 ACME", user=operator, run_id="tr-rule")
+        await wait_for_status("tr-rule", RunStatus.DONE)
+    approval = Approval.objects.get(run_id="tr-rule")
+    assert approval.status == ApprovalStatus.APPROVED and approval.decided_by == operator.username
+    assert [(e.executions, e.replays) for e in PaperBrokerage().ledger()] == [(1, 0)]
+    used = logged().filter(tenant_id="t1", kind="approval.standing_used")
+    assert [json.loads(e.body)["rule_id"] for e in used] == [made.pk]
