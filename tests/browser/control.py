@@ -260,8 +260,11 @@ def _handlers() -> dict[str, Any]:
 
 
 def _inbox_handlers() -> dict[str, Any]:
-    """Rows for the inbox's paging and filter tests (rows only: nobody decides them)."""
+    """Rows for the inbox's paging and filter tests (rows only: nobody decides them); standing
+    rules; and settling what a test left waiting."""
     from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
 
     from approvals.models import Approval
 
@@ -290,7 +293,57 @@ def _inbox_handlers() -> dict[str, Any]:
 
         return audit_log().append("acme", actor="test", kind="test.touch", body={"run_id": run_id}).seq
 
-    return {"many_approvals": many_approvals, "drop_approvals": drop_approvals, "touch_run": touch_run}
+    def standing_rule(symbol: str, revoke: bool = False) -> int:
+        """alice's standing rule for orders of ``symbol`` only (no other test buys it); revoked if asked."""
+        from approvals.standing import standing_create
+
+        alice = get_user_model().objects.get(username="alice")
+        made = standing_create(
+            tenant_id="acme",
+            user=alice,
+            agent="paper-trader",
+            tool="place_order",
+            bounds={"quantity": {"max": 1}, "symbol": {"equals": symbol}},
+            expires_at=datetime.now(UTC) + timedelta(days=1),
+            note=f"only {symbol}",
+        )
+        assert made is not None
+        if revoke:
+            standing_revoke(made.pk)
+        return made.pk
+
+    def standing_revoke(rule_id: int) -> int:
+        from approvals.standing import standing_revoke as revoke
+
+        revoke(tenant_id="acme", rule_id=rule_id, user=get_user_model().objects.get(username="alice"))
+        return rule_id
+
+    def settle(run_id: str) -> str:
+        """Whatever of ``run_id`` waits for a person, decided by alice, so no other test sees it: a
+        pending call denied; an unknown outcome recorded as executed (the brokerage's ``fail`` mode
+        accepts the order before it fails), so the run ends without asking again."""
+        from approvals.models import ApprovalStatus, UnknownOutcome
+        from approvals.services import approval_decide, unknown_reconcile
+
+        alice = get_user_model().objects.get(username="alice")
+        for row in Approval.objects.filter(tenant_id="acme", run_id=run_id, status=ApprovalStatus.PENDING):
+            approval_decide(
+                tenant_id="acme", approval_id=row.pk, user=alice, decision="deny", note="a test's"
+            )
+        for unknown in UnknownOutcome.objects.filter(tenant_id="acme", run_id=run_id, settled=False):
+            unknown_reconcile(
+                tenant_id="acme", item_id=unknown.pk, user=alice, executed=True, note="in the ledger"
+            )
+        return run_id
+
+    return {
+        "many_approvals": many_approvals,
+        "drop_approvals": drop_approvals,
+        "touch_run": touch_run,
+        "standing_rule": standing_rule,
+        "standing_revoke": standing_revoke,
+        "settle": settle,
+    }
 
 
 def _audit_handlers() -> dict[str, Any]:
