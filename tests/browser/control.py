@@ -318,6 +318,29 @@ def _inbox_handlers() -> dict[str, Any]:
         revoke(tenant_id="acme", rule_id=rule_id, user=get_user_model().objects.get(username="alice"))
         return rule_id
 
+    def decision_link(run_id: str, username: str) -> str:
+        """The path of a decision link for ``run_id``'s pending call, made for ``username`` as a
+        waiting email makes one (the token itself never stored)."""
+        import secrets
+
+        from django.urls import reverse
+
+        from notifications.emails.links import TOKEN_PREFIX, link_lifetime, token_hash
+        from notifications.models import DecisionLink
+
+        row = Approval.objects.get(tenant_id="acme", run_id=run_id)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        now = datetime.now(UTC)
+        DecisionLink.objects.create(
+            token_hash=token_hash(token),
+            user=get_user_model().objects.get(username=username),
+            approval_id=row.pk,
+            arguments_hash=row.arguments_hash,
+            created_at=now,
+            expires_at=now + link_lifetime(),
+        )
+        return reverse("decision-link", args=[token])
+
     def settle(run_id: str) -> str:
         """Whatever of ``run_id`` waits for a person, decided by alice, so no other test sees it: a
         pending call denied; an unknown outcome recorded as executed (the brokerage's ``fail`` mode
@@ -342,6 +365,7 @@ def _inbox_handlers() -> dict[str, Any]:
         "touch_run": touch_run,
         "standing_rule": standing_rule,
         "standing_revoke": standing_revoke,
+        "decision_link": decision_link,
         "settle": settle,
     }
 

@@ -4,7 +4,8 @@ axe-core is the checker outside reviewers run (Deque's rules for WCAG 2.x A and 
 best practices); ``axe-playwright-python`` carries its script into the page. A page
 passes with no violation of any impact. The rows are the ones a person would see: a
 waiting approval, an unknown outcome, a run's timeline, an audit event, a live and a
-revoked standing rule, the Slack linking page.
+revoked standing rule, the Slack linking page, an emailed decision link's page and its
+refusal to someone else.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def test_every_console_page_with_its_rows_has_no_axe_violation(server: Server, c
                     item(person.page, unknown["pk"], "u").wait_for()
                 found[f"{path} ({width})"] = violations(axe, person.page)
             person.assert_clean()
+        link = server.control("decision_link", run_id="r-axe-wait", username="alice")
+        alice.page.goto(f"{server.url}{link}")
+        alice.page.get_by_role("button", name="Approve").wait_for()  # the call, to confirm
+        found["a decision link's page"] = violations(axe, alice.page)
+        bob = log_in(contexts(), server, "bob", live=False)
+        bob.page.goto(f"{server.url}{link}")  # alice's link, forwarded: refused
+        found["a decision link's refusal"] = violations(axe, bob.page)
         login = contexts().new_page()
         login.goto(f"{server.url}/login/")
         found["/login/"] = violations(axe, login)
@@ -81,4 +89,4 @@ def test_every_console_page_with_its_rows_has_no_axe_violation(server: Server, c
         for run_id in ("r-axe-wait", "r-axe-unknown"):
             server.control("settle", run_id=run_id)
     assert {where: lines for where, lines in found.items() if lines} == {}
-    assert len(found) == 2 * len(PAGES) + 1
+    assert len(found) == 2 * len(PAGES) + 3
