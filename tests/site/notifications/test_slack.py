@@ -152,6 +152,22 @@ def workspace(operator, fake) -> SlackWorkspace:
     return ws
 
 
+@pytest.fixture
+def four_eyes(settings):
+    """``four_eyes(run_id)``: a run of t1 whose order waits for two different people."""
+    from tests.site.console.conftest import start_waiting
+
+    settings.KEELGATE_AGENTS = {
+        **settings.KEELGATE_AGENTS,
+        "four-eyes": "tests.site.console.agents.build_four_eyes",
+    }
+
+    def make(run_id: str) -> Approval:
+        return start_waiting(get_user_model().objects.get(username="op"), run_id, agent="four-eyes")
+
+    return make
+
+
 def click(client, fake, tally, approval: Approval, user: str, **kwargs):
     """Click the Approve button of ``approval``'s message as Slack user ``user``."""
     value = kwargs.pop("value", f"{approval.pk}:{approval.arguments_hash}")
@@ -384,20 +400,11 @@ def test_a_viewer_is_refused(workspace, fake, tally, brokerage_path):
 
 
 def test_four_eyes_the_same_person_twice_is_refused_and_a_second_person_decides(
-    workspace, fake, tally, brokerage_path, settings
+    workspace, fake, tally, brokerage_path, four_eyes
 ):
     """op approves (1 of 2), op again is refused (``duplicate_approver``), bob's approval decides it."""
-    settings.KEELGATE_AGENTS = {
-        **settings.KEELGATE_AGENTS,
-        "four-eyes": "tests.site.console.agents.build_four_eyes",
-    }
-    from runs.services import run_start
-
     client = Client()
-    op = get_user_model().objects.get(username="op")
-    run_start(tenant_id="t1", agent="four-eyes", goal="buy 10 ACME", user=op, run_id="r-4e")
-    drain()
-    four = Approval.objects.get(tenant_id="t1", run_id="r-4e")
+    four = four_eyes("r-4e")
     assert four.required == 2
     slack_pass()
     click(client, fake, tally, four, "U0OP")
@@ -590,20 +597,11 @@ def test_a_high_impact_call_can_be_denied_in_slack(workspace, fake, tally, broke
 
 
 def test_a_deny_on_an_m_of_n_call_ends_it_whatever_the_votes(
-    workspace, fake, tally, brokerage_path, settings
+    workspace, fake, tally, brokerage_path, four_eyes
 ):
     """op approved one of two; bob's denial from Slack ends it: nothing runs."""
-    settings.KEELGATE_AGENTS = {
-        **settings.KEELGATE_AGENTS,
-        "four-eyes": "tests.site.console.agents.build_four_eyes",
-    }
-    from runs.services import run_start
-
     client = Client()
-    op = get_user_model().objects.get(username="op")
-    run_start(tenant_id="t1", agent="four-eyes", goal="buy 10 ACME", user=op, run_id="r-4e-deny")
-    drain()
-    four = Approval.objects.get(tenant_id="t1", run_id="r-4e-deny")
+    four = four_eyes("r-4e-deny")
     click(client, fake, tally, four, "U0OP")
     deny(client, fake, tally, four, "U0BOB", "one of us says no")
     assert interactions_process().decided == 2
@@ -713,23 +711,18 @@ def test_unknown_actions_and_interactions_are_clear_400s(workspace, fake, tally,
 
 
 def test_four_eyes_counts_a_person_once_across_an_emailed_link_and_slack(
-    workspace, fake, tally, brokerage_path, settings, smtp
+    workspace, fake, tally, brokerage_path, four_eyes, smtp
 ):
     """bob approves from his emailed link; his Slack click is then refused as the same person;
     op's click in Slack is the second pair of eyes; the message names both; the order runs once."""
     from notifications.emails import send_due
     from runs.agents.brokerage import PaperBrokerage
-    from tests.site.console.conftest import start_waiting
     from tests.site.notifications.mail import member
     from tests.site.notifications.test_email_links import logged_in, mailed_link
     from tests.site.notifications.test_email_links import post as form_post
 
-    settings.KEELGATE_AGENTS = {
-        **settings.KEELGATE_AGENTS,
-        "four-eyes": "tests.site.console.agents.build_four_eyes",
-    }
     bob = member("t1", "bob", Role.APPROVER)
-    approval = start_waiting(get_user_model().objects.get(username="op"), "r-two-ways", agent="four-eyes")
+    approval = four_eyes("r-two-ways")
     send_due()
     slack_pass()
     by_mail = form_post(logged_in(bob), mailed_link(smtp, "bob@example.test"), decision="approve")

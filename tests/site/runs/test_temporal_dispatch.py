@@ -26,6 +26,24 @@ async def wait_for_status(run_id: str, status: str, timeout: float = 30.0) -> No
     raise AssertionError(f"{run_id} never reached {status}: {Run.objects.get(run_id=run_id).status}")
 
 
+def site_worker(env, settings, monkeypatch):  # noqa: F811  (env: the dev server)
+    """The site set to hand runs to Temporal on a queue of this test's, and the worker on it."""
+    from keelgate.contrib.temporal import temporal_worker
+    from runs.engine.temporal import loop_for, record_outcome
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    settings.KEELGATE_RUNNER = "temporal"
+    settings.KEELGATE_TEMPORAL_ADDRESS = env.client.service_client.config.target_host
+    settings.KEELGATE_TEMPORAL_TASK_QUEUE = f"site-{uuid.uuid4().hex[:8]}"
+    return temporal_worker(
+        env.client,
+        task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE,
+        loop_factory=loop_for,
+        on_outcome=record_outcome,
+        heartbeat_every=0.2,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_run_queued_in_the_site_is_executed_by_temporal(
@@ -36,20 +54,7 @@ async def test_a_run_queued_in_the_site_is_executed_by_temporal(
     monkeypatch,
 ):
     """run_start dispatches a workflow; after approval a second one finishes with one order."""
-    from keelgate.contrib.temporal import temporal_worker
-    from runs.engine.temporal import loop_for, record_outcome
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    settings.KEELGATE_RUNNER = "temporal"
-    settings.KEELGATE_TEMPORAL_ADDRESS = env.client.service_client.config.target_host
-    settings.KEELGATE_TEMPORAL_TASK_QUEUE = f"site-{uuid.uuid4().hex[:8]}"
-    worker = temporal_worker(
-        env.client,
-        task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE,
-        loop_factory=loop_for,
-        on_outcome=record_outcome,
-        heartbeat_every=0.2,
-    )
+    worker = site_worker(env, settings, monkeypatch)
     async with worker:
         run_start(tenant_id="t1", agent="paper-trader", goal="buy 4 ACME", user=operator, run_id="tr1")
         await wait_for_status("tr1", RunStatus.WAITING)
@@ -78,13 +83,8 @@ async def test_a_standing_approval_releases_a_temporal_run_with_nobody_clicking(
 
     from approvals.models import ApprovalStatus
     from approvals.standing import standing_create
-    from keelgate.contrib.temporal import temporal_worker
-    from runs.engine.temporal import loop_for, record_outcome
 
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    settings.KEELGATE_RUNNER = "temporal"
-    settings.KEELGATE_TEMPORAL_ADDRESS = env.client.service_client.config.target_host
-    settings.KEELGATE_TEMPORAL_TASK_QUEUE = f"site-{uuid.uuid4().hex[:8]}"
+    worker = site_worker(env, settings, monkeypatch)
     made = standing_create(
         tenant_id="t1",
         user=operator,
@@ -92,13 +92,6 @@ async def test_a_standing_approval_releases_a_temporal_run_with_nobody_clicking(
         tool="place_order",
         bounds={"quantity": {"max": 5}},
         expires_at=timezone.now() + timedelta(days=1),
-    )
-    worker = temporal_worker(
-        env.client,
-        task_queue=settings.KEELGATE_TEMPORAL_TASK_QUEUE,
-        loop_factory=loop_for,
-        on_outcome=record_outcome,
-        heartbeat_every=0.2,
     )
     async with worker:
         run_start(tenant_id="t1", agent="paper-trader", goal="buy 4 ACME", user=operator, run_id="tr-rule")
