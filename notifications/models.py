@@ -363,7 +363,7 @@ class SlackInteractionStatus(models.TextChoices):
 
 
 class SlackInteraction(models.Model):
-    """One verified button click (or Deny form), recorded before Slack is answered; decided afterwards.
+    """One verified button click (or form), recorded before Slack is answered; decided afterwards.
 
     Unique per (workspace, user, ``action_ts``): Slack's retry of the same request is
     the same click, recorded once.
@@ -372,9 +372,11 @@ class SlackInteraction(models.Model):
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="interactions")
     slack_user = models.CharField(max_length=32)
     action = models.CharField(max_length=32)
-    """``approve`` (the Approve button) or ``deny`` (the Deny form, submitted)."""
+    """``approve`` (the Approve button, or a high-impact call's form) or ``deny`` (the Deny form)."""
     note = models.TextField(blank=True)
     """A denial's reason, as typed in the form."""
+    confirmed = models.BooleanField(default=False)
+    """"approve" was typed in a high-impact call's form (the console's typed confirmation)."""
     approval_id = models.BigIntegerField()
     arguments_hash = models.CharField(max_length=64)
     """The hash of the arguments the message showed: another call is refused as stale."""

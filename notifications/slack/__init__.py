@@ -6,7 +6,8 @@ One concept per module, each using only those listed after it (import-linter che
 - ``channel``: :class:`SlackChannel` on the seam: each waiting item posted once, updated
   in place when settled; it decides recorded clicks at the start of each pass.
 - ``interactions``: a click recorded at once, decided afterwards as the linked person.
-- ``modals``: the form a Deny click opens to ask why; its submission is a click too.
+- ``modals``: the forms a click opens (Deny… asks why; a high-impact call's Approve… asks
+  for "approve" typed); a submission is a click too.
 - ``links``: who a Slack user is in Keelgate (one-time codes, an admin's link), audited.
 - ``signing``: Slack's request signature and age.
 - ``blocks``: what a message says (Block Kit, untrusted words escaped); ``replies``:

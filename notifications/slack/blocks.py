@@ -8,9 +8,9 @@ still tells the truth.
 
 An approval's message carries two decision buttons, **Approve** and **Deny…**, whose
 value is only the approval's id and the hash of the arguments shown (``<id>:<hash>``).
-Deny opens a form asking for the reason (:mod:`.modals`); an edit and the approval of
-a high-impact call (it needs the typed confirmation) open the console instead. A
-high-impact call can still be denied in Slack: refusing a call needs no confirmation.
+Deny opens a form asking for the reason (:mod:`.modals`). A high-impact call has
+**Approve…** instead, which opens a form asking for the typed confirmation the console
+asks for. An edit opens the console.
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ APPROVE = "keelgate_approve"
 DENY = "keelgate_deny"
 """A button that opens the form asking why (:mod:`.modals`); its submission denies."""
 DENY_FORM = "keelgate_deny_reason"
-"""The ``callback_id`` of that form: the one view submission Keelgate takes."""
+"""The ``callback_id`` of that form."""
+CONFIRM = "keelgate_confirm"
+"""A high-impact call's Approve…: it opens the form asking for the typed confirmation."""
+CONFIRM_FORM = "keelgate_confirm_high_impact"
+"""The ``callback_id`` of that form; with ``DENY_FORM``, the only view submissions Keelgate takes."""
 OPEN = "keelgate_open"
 """A URL button's action id: Slack reports its click too, and it decides nothing."""
 
@@ -164,13 +168,12 @@ def _approval_buttons(row: Approval) -> list[dict[str, Any]]:
         return [_button("Decide in the console", action_id=OPEN, url=card)]
     value = f"{row.pk}:{row.arguments_hash}"
     deny = _button("Deny…", action_id=DENY, value=value, style="danger")
-    if row.high_impact:
-        return [_button("High impact: approve in the console", action_id=OPEN, url=card), deny]
-    return [
-        _button("Approve", action_id=APPROVE, value=value, style="primary"),
-        deny,
-        _button("Edit in the console", action_id=OPEN, url=card),
-    ]
+    approve = (
+        _button("Approve…", action_id=CONFIRM, value=value, style="primary")
+        if row.high_impact
+        else _button("Approve", action_id=APPROVE, value=value, style="primary")
+    )
+    return [approve, deny, _button("Edit in the console", action_id=OPEN, url=card)]
 
 
 def unknown_message(row: UnknownOutcome, *, actor: str = "", via: str = "") -> Message:

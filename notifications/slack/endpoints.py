@@ -2,9 +2,9 @@
 
 - ``POST /slack/interactions/``: a button click. Checked (signature and age, by the
   workspace the payload names), recorded (:func:`.interactions.click_record`) and
-  answered 200 at once; decided afterwards by ``keelgate_notify``. A Deny click opens
-  the form asking why (:mod:`.modals`) instead; the form's submission is recorded as a
-  click is.
+  answered 200 at once; decided afterwards by ``keelgate_notify``. A Deny… or a
+  high-impact call's Approve… click opens a form instead (:mod:`.modals`); the form's
+  submission is recorded as a click is.
 - ``POST /slack/commands/``: the slash command ``/keelgate link CODE`` (and ``unlink``,
   ``help``). Checked the same way; answered with a message only the sender sees.
 - ``/slack/link/``: the console page where a person makes a one-time code.
@@ -29,6 +29,7 @@ from notifications.slack import signing
 from notifications.slack.blocks import card_url
 from notifications.slack.interactions import (
     Click,
+    FormIncomplete,
     PayloadInvalid,
     allowed_reply_url,
     click_of,
@@ -37,7 +38,7 @@ from notifications.slack.interactions import (
     team_of,
 )
 from notifications.slack.links import LinkRefused, link_by_code, link_code_create, unlink
-from notifications.slack.modals import REASON, deny_form_open
+from notifications.slack.modals import form_open
 from notifications.slack.replies import ephemeral
 from sitekit.pages import console_page
 from tenants.models import Tenant
@@ -90,29 +91,29 @@ def interactions(request: HttpRequest) -> HttpResponse:
         click = click_of(payload)
     except PayloadInvalid as exc:
         return _error(exc.code, exc.message, 400)
+    except FormIncomplete as exc:  # Slack keeps the form open and shows these under its fields
+        return JsonResponse({"response_action": "errors", "errors": exc.errors})
     if click is None:
         return HttpResponse(status=200)
-    if click.asks_for_form:
-        _deny_form(workspace, click)
+    if click.form is not None:
+        _form(workspace, click)
         return HttpResponse(status=200)
-    if click.decision == "deny" and not click.note:
-        # Slack keeps the form open and shows this under the field.
-        return JsonResponse({"response_action": "errors", "errors": {REASON: "Say why the call is denied."}})
     click_record(workspace, click)
     return HttpResponse(status=200)
 
 
-def _deny_form(workspace: SlackWorkspace, click: Click) -> None:
-    """Open the form asking why; if Slack would not, tell the clicker where to deny instead."""
-    problem = deny_form_open(
-        workspace, trigger_id=click.trigger_id, value=click.value, reply_to=click.response_url
+def _form(workspace: SlackWorkspace, click: Click) -> None:
+    """Open the form the click asks for; if Slack would not, tell the clicker where to decide instead."""
+    assert click.form is not None
+    problem = form_open(
+        workspace, click.form, trigger_id=click.trigger_id, value=click.value, reply_to=click.response_url
     )
     if problem and click.response_url and allowed_reply_url(click.response_url):
         approval_id = int(click.value.partition(":")[0])
         ephemeral(
             click.response_url,
-            f"Nothing was decided: the form to deny could not be opened ({problem})."
-            f" Deny it in the Keelgate console: {card_url('approval', approval_id)}",
+            f"Nothing was decided: the form could not be opened ({problem})."
+            f" Decide in the Keelgate console: {card_url('approval', approval_id)}",
         )
 
 

@@ -1,7 +1,8 @@
 """A click on a message's button: recorded at once, decided afterwards, as the linked person.
 
-Two things decide: a click on **Approve**, and the submission of the form a click on
-**Deny…** opened (:mod:`.modals`), which carries the reason. Both are "clicks" here.
+Three things decide: a click on **Approve**, and the submission of a form a click
+opened (:mod:`.modals`): **Deny…**'s, with its reason, and a high-impact call's
+**Approve…**, with "approve" typed. All are "clicks" here.
 
 Slack wants an answer within three seconds and may send the same request again. The
 endpoint (:mod:`.endpoints`) checks the signature, records the click as a
@@ -44,8 +45,17 @@ from audit.wiring import audit_log
 from keelgate.errors import ConfirmationRequiredError, KeelgateError, error_from_code
 from keelgate.loop import DecisionContext
 from notifications.models import SlackInteraction, SlackInteractionStatus, SlackLink, SlackWorkspace
-from notifications.slack.blocks import APPROVE, DENY, DENY_FORM, OPEN, escape
-from notifications.slack.modals import REASON, REASON_MAX, form_carried
+from notifications.slack.blocks import APPROVE, CONFIRM, DENY, OPEN, escape
+from notifications.slack.modals import (
+    CONFIRM_TYPED,
+    DENY_WITH_REASON,
+    FORMS,
+    REASON_MAX,
+    TYPED_WORD,
+    Form,
+    form_carried,
+    form_typed,
+)
 from sitekit.console_errors import refusal_line
 
 log = logging.getLogger("keelgate.slack")
@@ -56,6 +66,14 @@ UNLINKED = "unlinked"
 """The refusal of a clicker no Keelgate user is linked to."""
 VALUE = re.compile(r"^([0-9]{1,18}):([0-9a-f]{64})$")
 PER_PASS = 200
+
+
+class FormIncomplete(Exception):
+    """A form sent back without what it asks: Slack keeps it open with ``errors`` under its fields."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__(", ".join(errors.values()))
+        self.errors = errors
 
 
 class PayloadInvalid(Exception):
@@ -74,19 +92,18 @@ class Click:
     team_id: str
     slack_user: str
     decision: str
-    """``approve``, or ``deny``: the Deny button (``note`` empty, a form to open) or its form."""
+    """``approve`` or ``deny``."""
     value: str
     action_ts: str
     """Slack's id of the click; a form's is ``view:<its id>`` (a form is submitted once)."""
     response_url: str
+    form: Form | None = None
+    """The form a Deny… or Approve… button asks to open (with ``trigger_id``, within three seconds)."""
     trigger_id: str = ""
-    """The Deny button's: the form must be opened with it, within three seconds."""
     note: str = ""
     """The reason the Deny form was submitted with."""
-
-    @property
-    def asks_for_form(self) -> bool:
-        return self.decision == "deny" and bool(self.trigger_id)
+    confirmed: bool = False
+    """"approve" was typed in the high-impact call's form."""
 
 
 def payload_of(body: bytes) -> dict[str, Any]:
@@ -114,15 +131,15 @@ def team_of(payload: dict[str, Any]) -> str:
 def click_of(payload: dict[str, Any]) -> Click | None:
     """The click a verified payload reports; None for a link button (nothing to do).
 
-    A ``block_actions`` payload is a button: Approve, or Deny (a form to open). A
-    ``view_submission`` is the Deny form sent back, with its reason.
+    A ``block_actions`` payload is a button: Approve, or Deny… and Approve… (a form to
+    open). A ``view_submission`` is one of those forms sent back, filled in.
     """
     kind = payload.get("type")
     if kind == "view_submission":
         return _submission_of(payload)
     if kind != "block_actions":
         raise PayloadInvalid(
-            "unknown_interaction", "Only button clicks (block_actions) and Keelgate's form are taken."
+            "unknown_interaction", "Only button clicks (block_actions) and Keelgate's forms are taken."
         )
     user_id = _user_of(payload)
     actions = payload.get("actions")
@@ -132,7 +149,7 @@ def click_of(payload: dict[str, Any]) -> Click | None:
     action_id = action.get("action_id")
     if action_id == OPEN:
         return None  # a URL button: the browser opens the console, nothing is decided here
-    if action_id not in (APPROVE, DENY):
+    if action_id not in (APPROVE, DENY, CONFIRM):
         raise PayloadInvalid("unknown_action", "Keelgate knows no such action.")
     value, action_ts = _value_of(action.get("value")), action.get("action_ts")
     if not isinstance(action_ts, str) or not action_ts or len(action_ts) > 32:
@@ -140,16 +157,19 @@ def click_of(payload: dict[str, Any]) -> Click | None:
     response_url = _reply_url(payload.get("response_url"))
     if action_id == APPROVE:
         return Click(team_of(payload), user_id, "approve", value, action_ts, response_url)
+    form = DENY_WITH_REASON if action_id == DENY else CONFIRM_TYPED
     trigger_id = payload.get("trigger_id")
     if not isinstance(trigger_id, str) or not trigger_id or len(trigger_id) > 100:
-        raise PayloadInvalid("payload_invalid", "The Deny click has no trigger_id to open its form with.")
-    return Click(team_of(payload), user_id, "deny", value, action_ts, response_url, trigger_id=trigger_id)
+        raise PayloadInvalid("payload_invalid", "The click has no trigger_id to open its form with.")
+    return Click(team_of(payload), user_id, form.decision, value, action_ts, response_url, form, trigger_id)
 
 
 def _submission_of(payload: dict[str, Any]) -> Click:
-    """The Deny form, submitted: the button's value it carried, and the reason typed."""
+    """A form, submitted: the button's value it carried, and what was typed (FormIncomplete if
+    nothing, or not "approve" in the confirmation)."""
     view = payload.get("view")
-    if not isinstance(view, dict) or view.get("callback_id") != DENY_FORM:
+    form = FORMS.get(str(view.get("callback_id"))) if isinstance(view, dict) else None
+    if not isinstance(view, dict) or form is None:
         raise PayloadInvalid("unknown_interaction", "Keelgate knows no such form.")
     user_id = _user_of(payload)
     view_id = view.get("id")
@@ -157,23 +177,23 @@ def _submission_of(payload: dict[str, Any]) -> Click:
         raise PayloadInvalid("payload_invalid", "The form has no id.")
     carried = form_carried(view.get("private_metadata"))
     if carried is None:
-        raise PayloadInvalid("payload_invalid", "The form does not carry the call it denies.")
+        raise PayloadInvalid("payload_invalid", "The form does not carry the call it decides.")
     value, reply_to = carried
-    state = view.get("state")
-    values = state.get("values") if isinstance(state, dict) else None
-    block = values.get(REASON) if isinstance(values, dict) else None
-    field = block.get(REASON) if isinstance(block, dict) else None
-    reason = field.get("value") if isinstance(field, dict) else None
-    if reason is not None and not isinstance(reason, str):
-        raise PayloadInvalid("payload_invalid", "The reason is not text.")
+    value = _value_of(value)
+    typed = (form_typed(view, form) or "").strip()
+    if form is DENY_WITH_REASON and not typed:
+        raise FormIncomplete({form.field: "Say why the call is denied."})
+    if form is CONFIRM_TYPED and typed.lower() != TYPED_WORD:
+        raise FormIncomplete({form.field: f"Type {TYPED_WORD} to approve this high-impact call."})
     return Click(
         team_of(payload),
         user_id,
-        "deny",
-        _value_of(value),
+        form.decision,
+        value,
         f"view:{view_id}",
         _reply_url(reply_to),
-        note=(reason or "").strip()[:REASON_MAX],
+        note=typed[:REASON_MAX] if form is DENY_WITH_REASON else "",
+        confirmed=form is CONFIRM_TYPED,
     )
 
 
@@ -197,7 +217,7 @@ def _reply_url(url: object) -> str:
 
 def click_record(workspace: SlackWorkspace, click: Click) -> bool:
     """Record the click to be decided; False if this very click was recorded before (Slack's retry)."""
-    assert not click.asks_for_form, "a Deny button decides nothing: its form does"
+    assert click.form is None, "a button that opens a form decides nothing: its form does"
     match = VALUE.match(click.value)
     assert match is not None  # click_of checked it
     try:
@@ -209,6 +229,7 @@ def click_record(workspace: SlackWorkspace, click: Click) -> bool:
                 defaults={
                     "action": click.decision,
                     "note": click.note,
+                    "confirmed": click.confirmed,
                     "approval_id": int(match.group(1)),
                     "arguments_hash": match.group(2),
                     "response_url": click.response_url,
@@ -288,6 +309,7 @@ def _decide(pk: int) -> str | None:
                     decision="deny" if row.action == "deny" else "approve",
                     note=row.note,
                     seen=row.arguments_hash,
+                    confirmed=row.confirmed,
                     context=DecisionContext(via=VIA),
                 )
             except KeelgateError as exc:
@@ -334,8 +356,8 @@ def reply_text(row: SlackInteraction) -> str:
             )
         if row.reason == ConfirmationRequiredError.code:
             return (
-                "Nothing was decided: this call is high impact. Approve it in the Keelgate console,"
-                " which asks for the typed confirmation."
+                "Nothing was decided: this call is high impact. Approve it with its *Approve…* button"
+                " or in the Keelgate console: both ask for the typed confirmation."
             )
         line = refusal_line(error_from_code(row.reason, row.detail))
         return f"Nothing was decided: {escape(line.removeprefix('not decided: '), 400)}."

@@ -203,9 +203,12 @@ def click_body(
     return urlencode({"payload": json.dumps(payload)}).encode()
 
 
-def submission_body(view: dict[str, Any], *, user: str, reason: str | None, team: str = TEAM) -> bytes:
-    """A ``view_submission`` request body: the form ``view`` (as opened) sent back with ``reason`` typed."""
-    state = {"values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}}
+def submission_body(view: dict[str, Any], *, user: str, typed: str | None, team: str = TEAM) -> bytes:
+    """A ``view_submission`` request body: the form ``view`` (as opened) sent back with ``typed`` in
+    its input, keyed by the input's block and action ids as Slack keys it."""
+    inputs = [b for b in view.get("blocks") or [] if b.get("type") == "input"]
+    block, action = (inputs[0]["block_id"], inputs[0]["element"]["action_id"]) if inputs else ("x", "x")
+    state = {"values": {block: {action: {"type": "plain_text_input", "value": typed}}}}
     payload = {
         "type": "view_submission",
         "team": {"id": team, "domain": "keelgate"},

@@ -489,26 +489,32 @@ def test_a_high_impact_call_opens_the_console_and_a_click_cannot_approve_it(
     assert approval.high_impact
     slack_pass()
     buttons = fake.only().buttons()
-    assert [b["action_id"] for b in buttons] == ["keelgate_open", "keelgate_deny"]
-    assert buttons[0]["url"].startswith("https://console.example.test/")
+    assert [b["action_id"] for b in buttons] == ["keelgate_confirm", "keelgate_deny", "keelgate_open"]
+    assert buttons[2]["url"].startswith("https://console.example.test/")
     click(client, fake, tally, approval, "U0OP")
     interactions_process()
     approval.refresh_from_db()
     assert approval.status == ApprovalStatus.PENDING
     assert [e["reason"] for e in events("slack.refused")] == ["high_impact_confirmation_required"]
-    assert "Approve it in the Keelgate console" in fake.replies[0]["text"]
+    assert "both ask for the typed confirmation" in fake.replies[0]["text"]
 
 
 # -- Deny: a form asks why; its submission denies ---------------------------------------
 
 
-def deny(client, fake, tally, approval: Approval, user: str, reason: str | None, **kwargs):
-    """Click Deny… as ``user``, then send the form Slack opened back with ``reason``; the form's answer."""
+def fill(client, fake, tally, approval: Approval, user: str, typed: str | None, *, action_id: str, **kwargs):
+    """Click the button ``action_id`` as ``user``, then send the form Slack opened back with ``typed``
+    in it; the form's answer."""
     opened = len(fake.views)
-    response = click(client, fake, tally, approval, user, action_id="keelgate_deny", **kwargs)
+    response = click(client, fake, tally, approval, user, action_id=action_id, **kwargs)
     assert response.status_code == 200 and len(fake.views) == opened + 1
-    body = submission_body(fake.views[-1]["view"], user=user, reason=reason)
+    body = submission_body(fake.views[-1]["view"], user=user, typed=typed)
     return post(client, INTERACTIONS, body, tally, **signed(body))
+
+
+def deny(client, fake, tally, approval: Approval, user: str, reason: str | None, **kwargs):
+    """Click Deny… and send its form back with ``reason``."""
+    return fill(client, fake, tally, approval, user, reason, action_id="keelgate_deny", **kwargs)
 
 
 def test_deny_opens_a_form_and_its_reason_denies_as_the_linked_person(workspace, fake, tally, brokerage_path):
@@ -526,7 +532,7 @@ def test_deny_opens_a_form_and_its_reason_denies_as_the_linked_person(workspace,
     assert form["view"]["callback_id"] == "keelgate_deny_reason"
     assert "place_order" in json.dumps(form["view"]) and "r-deny" in json.dumps(form["view"])
     assert not SlackInteraction.objects.exists()  # opening the form decides nothing
-    body = submission_body(form["view"], user="U0BOB", reason="  not ann's account today  ")
+    body = submission_body(form["view"], user="U0BOB", typed="  not ann's account today  ")
     answer = post(client, INTERACTIONS, body, tally, **signed(body))
     assert (answer.status_code, answer.content) == (200, b"")
     approval.refresh_from_db()
@@ -555,7 +561,7 @@ def test_a_form_sent_again_is_recorded_once_and_an_empty_reason_keeps_it_open(
     assert empty.status_code == 200
     assert empty.json() == {"response_action": "errors", "errors": {"reason": "Say why the call is denied."}}
     assert not SlackInteraction.objects.exists()
-    body = submission_body(fake.views[-1]["view"], user="U0OP", reason="no")
+    body = submission_body(fake.views[-1]["view"], user="U0OP", typed="no")
     headers = signed(body)
     assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
     assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
@@ -589,11 +595,50 @@ def test_a_high_impact_call_can_be_denied_in_slack(workspace, fake, tally, broke
     client = Client()
     approval = waiting(get_user_model().objects.get(username="op"), "r-big-deny", goal="buy 150 ACME")
     slack_pass()
-    assert [b["action_id"] for b in fake.only().buttons()] == ["keelgate_open", "keelgate_deny"]
+    assert [b["action_id"] for b in fake.only().buttons()] == [
+        "keelgate_confirm",
+        "keelgate_deny",
+        "keelgate_open",
+    ]
     deny(client, fake, tally, approval, "U0OP", "far too big")
     interactions_process()
     approval.refresh_from_db()
     assert (approval.status, approval.note) == (ApprovalStatus.DENIED, "far too big")
+
+
+def test_a_high_impact_call_is_approved_in_slack_only_with_approve_typed(
+    workspace, fake, tally, brokerage_path
+):
+    """Approve… opens a form asking for the console's typed confirmation; anything but "approve"
+    keeps it open with an error and records nothing; "Approve" (any case) is recorded as
+    confirmed and the pass approves it as op; the order runs once."""
+    from runs.agents.brokerage import PaperBrokerage
+
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-big-yes", goal="buy 150 ACME")
+    slack_pass()
+    wrong = fill(client, fake, tally, approval, "U0OP", "yes", action_id="keelgate_confirm")
+    (form,) = fake.views
+    assert form["view"]["callback_id"] == "keelgate_confirm_high_impact"
+    assert "high impact" in json.dumps(form["view"]) and "buy 150 ACME" in json.dumps(form["view"])
+    assert wrong.json() == {
+        "response_action": "errors",
+        "errors": {"confirm": "Type approve to approve this high-impact call."},
+    }
+    assert not SlackInteraction.objects.exists()
+    body = submission_body(form["view"], user="U0OP", typed=" Approve ")
+    assert post(client, INTERACTIONS, body, tally, **signed(body)).status_code == 200
+    row = SlackInteraction.objects.get()
+    assert (row.action, row.confirmed) == ("approve", True)
+    assert interactions_process().decided == 1
+    approval.refresh_from_db()
+    assert (approval.status, approval.decided_by) == (ApprovalStatus.APPROVED, "op")
+    (decided,) = events("approval.decided")
+    assert decided["via"] == "slack"
+    drain()
+    assert [(o.executions, o.replays) for o in PaperBrokerage().ledger()] == [(1, 0)]
+    slack_pass()
+    assert "Approved by op in Slack" in fake.only().text
 
 
 def test_a_deny_on_an_m_of_n_call_ends_it_whatever_the_votes(
@@ -643,7 +688,7 @@ def test_a_form_slack_would_not_open_tells_the_clicker_to_use_the_console(
 )
 def test_a_malformed_form_is_a_clear_400(workspace, fake, tally, view, code):
     """A form that is not Keelgate's, or carries no call: 400 with a code, nothing recorded."""
-    body = submission_body(view, user="U0OP", reason="why")
+    body = submission_body(view, user="U0OP", typed="why")
     response = post(Client(), INTERACTIONS, body, tally, **signed(body))
     assert response.status_code == 400 and response.json()["code"] == code
     assert not SlackInteraction.objects.exists()
