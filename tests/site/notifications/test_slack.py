@@ -335,17 +335,22 @@ def test_a_click_is_acknowledged_then_decided_as_the_linked_person(workspace, fa
     assert "Approved" in reply["text"]
 
 
-def test_slacks_retry_of_a_click_is_recorded_and_decided_once(workspace, fake, tally, brokerage_path):
-    """The same request sent twice (Slack retries): both 200, one row, one decision."""
-    client = Client()
-    approval = waiting(get_user_model().objects.get(username="op"), "r-retry")
-    body = click_body(f"{approval.pk}:{approval.arguments_hash}", user="U0OP", hooks=fake.hooks)
+def assert_sent_twice_decided_once(client, body: bytes, tally) -> None:
+    """Slack's retry: the same signed request twice, both 200, one row, one decision."""
     headers = signed(body)
     assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
     assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
     assert SlackInteraction.objects.count() == 1
     interactions_process()
     assert len(events("approval.decided")) == 1
+
+
+def test_slacks_retry_of_a_click_is_recorded_and_decided_once(workspace, fake, tally, brokerage_path):
+    """The same request sent twice (Slack retries): both 200, one row, one decision."""
+    client = Client()
+    approval = waiting(get_user_model().objects.get(username="op"), "r-retry")
+    body = click_body(f"{approval.pk}:{approval.arguments_hash}", user="U0OP", hooks=fake.hooks)
+    assert_sent_twice_decided_once(client, body, tally)
 
 
 def test_a_forged_signature_is_refused(workspace, fake, tally, brokerage_path):
@@ -562,12 +567,7 @@ def test_a_form_sent_again_is_recorded_once_and_an_empty_reason_keeps_it_open(
     assert empty.json() == {"response_action": "errors", "errors": {"reason": "Say why the call is denied."}}
     assert not SlackInteraction.objects.exists()
     body = submission_body(fake.views[-1]["view"], user="U0OP", typed="no")
-    headers = signed(body)
-    assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
-    assert post(client, INTERACTIONS, body, tally, **headers).status_code == 200
-    assert SlackInteraction.objects.count() == 1
-    interactions_process()
-    assert len(events("approval.decided")) == 1
+    assert_sent_twice_decided_once(client, body, tally)
 
 
 def test_a_viewer_an_unlinked_person_and_a_stale_form_deny_nothing(workspace, fake, tally, brokerage_path):
