@@ -112,7 +112,7 @@ def payload_of(body: bytes) -> dict[str, Any]:
         form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=20)
         (text,) = form["payload"]
         payload = json.loads(text)
-    except (UnicodeDecodeError, ValueError, KeyError):
+    except (UnicodeDecodeError, ValueError, KeyError, RecursionError):  # nesting too deep: not a payload
         raise PayloadInvalid("payload_invalid", "The body is not a form with one JSON payload.") from None
     if not isinstance(payload, dict):
         raise PayloadInvalid("payload_invalid", "The payload is not a JSON object.")

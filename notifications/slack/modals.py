@@ -23,7 +23,7 @@ from typing import Any
 from approvals.models import Approval
 from notifications.models import SlackWorkspace
 from notifications.slack import transport
-from notifications.slack.blocks import CONFIRM_FORM, DENY_FORM, escape
+from notifications.slack.blocks import CONFIRM_FORM, DENY_FORM, TEXT_MAX, escape
 from notifications.slack.workspaces import CredentialMissing, bot_token
 
 log = logging.getLogger("keelgate.slack")
@@ -35,6 +35,8 @@ TYPED = "confirm"
 REASON_MAX = 2000
 TYPED_WORD = "approve"
 """What the confirmation form wants typed, as the console's box does."""
+METADATA_MAX = 3000
+"""Slack's limit on a view's ``private_metadata``."""
 OPEN_TIMEOUT_SECONDS = 2
 """Below the three seconds a ``trigger_id`` lives."""
 
@@ -85,6 +87,7 @@ def form_view(form: Form, approval: Approval | None, *, value: str, reply_to: st
             said += f"\n>{escape(approval.impact, 500)}"
     else:
         said = f"*{form.submit}* this call?"
+    room = TEXT_MAX - len(form.words) - 1  # the call's words may be cut; the form's own never
     return {
         "type": "modal",
         "callback_id": form.callback_id,
@@ -93,7 +96,7 @@ def form_view(form: Form, approval: Approval | None, *, value: str, reply_to: st
         "close": {"type": "plain_text", "text": "Cancel"},
         "private_metadata": json.dumps({"value": value, "reply_to": reply_to}),
         "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"{said}\n{form.words}"}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"{said[:room]}\n{form.words}"}},
             {
                 "type": "input",
                 "block_id": form.field,
@@ -127,9 +130,11 @@ def form_open(workspace: SlackWorkspace, form: Form, *, trigger_id: str, value: 
 
 def form_carried(metadata: object) -> tuple[str, str] | None:
     """The button's value and the click's reply URL a form carries; None if it carries neither."""
+    if not isinstance(metadata, str) or len(metadata) > METADATA_MAX:
+        return None
     try:
-        carried = json.loads(metadata) if isinstance(metadata, str) else None
-    except ValueError:
+        carried = json.loads(metadata)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(carried, dict):
         return None

@@ -654,6 +654,17 @@ def test_a_deny_on_an_m_of_n_call_ends_it_whatever_the_votes(
     assert (four.status, [v["by"] for v in four.votes], four.decided_by) == ("denied", ["op"], "bob")
 
 
+def test_a_forms_words_fit_slacks_section_whatever_the_call_says(workspace, fake, tally, brokerage_path):
+    """An impact and a run id full of characters that escaping lengthens (``&`` is ``&amp;``) are
+    cut to fit Slack's 3,000 characters of a section; the form's own words are kept whole."""
+    from notifications.slack.modals import CONFIRM_TYPED, form_view
+
+    row = Approval(tool="place_order", run_id="r-" + "&" * 120, impact="&" * 500, high_impact=True)
+    view = form_view(CONFIRM_TYPED, row, value="1:" + "0" * 64, reply_to="")
+    text = view["blocks"][0]["text"]["text"]
+    assert len(text) <= 2900 and text.endswith(CONFIRM_TYPED.words)
+
+
 def test_a_form_slack_would_not_open_tells_the_clicker_to_use_the_console(
     workspace, fake, tally, brokerage_path
 ):
@@ -684,12 +695,20 @@ def test_a_form_slack_would_not_open_tells_the_clicker_to_use_the_console(
             "payload_invalid",
         ),
         ({"callback_id": "keelgate_deny_reason", "private_metadata": '{"value": "x"}'}, "payload_invalid"),
+        (
+            {"callback_id": "keelgate_deny_reason", "id": "V1", "private_metadata": "[" * 2_900},
+            "payload_invalid",
+        ),
+        (
+            {"callback_id": "keelgate_deny_reason", "id": "V1", "private_metadata": " " * 3_001},
+            "payload_invalid",
+        ),
     ],
 )
 def test_a_malformed_form_is_a_clear_400(workspace, fake, tally, view, code):
     """A form that is not Keelgate's, or carries no call: 400 with a code, nothing recorded."""
     body = submission_body(view, user="U0OP", typed="why")
-    response = post(Client(), INTERACTIONS, body, tally, **signed(body))
+    response = post(Client(raise_request_exception=False), INTERACTIONS, body, tally, **signed(body))
     assert response.status_code == 400 and response.json()["code"] == code
     assert not SlackInteraction.objects.exists()
 
@@ -725,12 +744,15 @@ def test_clicks_told_of_are_pruned_after_the_channels_keep(workspace, fake, tall
         (b"payload=%5B1%2C2%5D", "payload_invalid"),
         (b"other=1", "payload_invalid"),
         (b"payload=%7B%22type%22%3A%22block_actions%22%7D", "payload_invalid"),
+        (b"payload=" + b"[" * 50_000, "payload_invalid"),  # nested past the parser's depth
     ],
 )
 def test_malformed_payloads_are_clear_400s(workspace, fake, tally, body, code):
-    """Whatever the body, a 400 with a code, never a 500; nothing recorded."""
-    response = post(Client(), INTERACTIONS, body, tally, **signed(body))
-    assert response.status_code == 400 and response.json()["code"] == code
+    """Whatever the body, signed or not, a 400 with a code, never a 500; nothing recorded."""
+    client = Client(raise_request_exception=False)
+    for headers in (signed(body), {}):
+        response = post(client, INTERACTIONS, body, tally, **headers)
+        assert response.status_code == 400 and response.json()["code"] == code
     assert not SlackInteraction.objects.exists()
 
 
