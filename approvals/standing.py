@@ -492,8 +492,8 @@ def _use(
 
 
 def standing_apply_run(*, tenant_id: str, run_id: str) -> int:
-    """Apply the live rules to the run's pending approvals; how many they approved. Costs one
-    query when the tenant has no live rule for the run's calls."""
+    """Apply the live rules to the run's pending approvals; how many they approved. Costs two
+    queries when the tenant has no live rule for the run's calls (one if nothing waits)."""
     pending = list(
         Approval.objects.filter(
             tenant_id=tenant_id, run_id=run_id, status=ApprovalStatus.PENDING

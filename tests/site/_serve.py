@@ -1,8 +1,9 @@
 """The product's own server in child processes: ``keelgate_serve``, or Daphne on a shared socket.
 
 Shared by the tests that start real web processes (``tests/site/tenants/test_web_processes.py``,
-``tests/site/observability/test_access_log.py``): the environment they run in (their own
-SQLite file under ``tmp_path``), the JSON 404 that says a process answers, and stopping them.
+``tests/site/observability/test_access_log.py``, ``tests/site/api/test_db_pool.py``,
+``tests/site/api/test_audit_tiles.py``): the environment they run in (their own SQLite file
+under ``tmp_path``), the JSON 404 that says a process answers, and stopping them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from keelgate_site.management.commands.keelgate_serve import listening_socket
+from keelgate_site.management.commands.keelgate_serve import daphne_on_socket, listening_socket
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,3 +103,22 @@ def keelgate_serve(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def daphne(env: dict[str, str], log: Path) -> Iterator[int]:
+    """One Daphne process serving the site on a free port, its output in ``log``; yields the
+    port once it listens, and stops it (SIGTERM, then a kill) when the block ends."""
+    sock = listening_socket("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
+    with log.open("ab") as out:
+        (proc,) = daphne_on_socket(sock, 1, env=env, extra=["-v", "1"], stdout=out, stderr=out, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 90
+        while "Listening on" not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        yield port
+    finally:
+        stop([proc])
+        sock.close()

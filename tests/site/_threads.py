@@ -1,9 +1,11 @@
-"""Racing callers: several threads released at the same instant, as several people or processes."""
+"""Racing callers: several threads released at the same instant, as several people or processes;
+and a serving loop run beside the test until it is told to stop."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 from django.db import connections
@@ -43,3 +45,29 @@ def all_returned(outcomes: Sequence[T | BaseException]) -> list[T]:
         if isinstance(outcome, BaseException):
             raise outcome
     return list(outcomes)  # type: ignore[arg-type]
+
+
+@contextmanager
+def serving(loop: Callable[[threading.Event], object], *, timeout: float = 30) -> Iterator[None]:
+    """``loop(stop)`` in a thread of its own while the block runs (a command's ``serve``); then
+    ``stop`` is set and the thread joined. What it raised fails the test, never lost in its
+    thread; the thread closes its own database connections when done."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            loop(stop)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=timeout)
+    assert not thread.is_alive() and not errors, errors

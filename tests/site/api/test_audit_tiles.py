@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import base64
 import gzip
-import signal
 import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +27,7 @@ from audit.retention import audit_retire
 from audit.tree import event_leaf
 from audit.wiring import audit_log, integrate_pending
 from keelgate.audit import TreeBuilder, leaf_bytes
-from keelgate_site.management.commands.keelgate_serve import daphne_on_socket, listening_socket
+from tests.site._serve import daphne
 from tests.site.api.conftest import BASE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -302,31 +298,6 @@ def test_a_leaf_too_long_for_a_bundle_is_409_and_its_hash_still_served(client, k
     assert client.get(f"{PREFIX}/tile/0/000.p/3").content[64:] == stored_tree()[(0, 2)]
 
 
-@contextmanager
-def daphne(env: dict[str, str], tmp_path: Path) -> Iterator[int]:
-    """Daphne serving the site from this test's database on a free port, until the block ends."""
-    sock = listening_socket("127.0.0.1", 0)
-    port = int(sock.getsockname()[1])
-    log = tmp_path / "daphne.log"
-    with log.open("ab") as out:
-        (proc,) = daphne_on_socket(sock, 1, env=env, extra=["-v", "1"], stdout=out, stderr=out, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 90
-        while "Listening on" not in log.read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-        yield port
-        assert "api.unexpected_error" not in log.read_text(errors="replace")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        sock.close()
-
-
 def test_gos_tile_hash_reader_verifies_the_log_it_reads_over_http(keys, client, child_env, tmp_path):
     """Go's sumdb/tlog, given only the prefix and the published key, reads a running Daphne:
     the checkpoint opens (note.Open), the tiles give its root (TileHashReader, TreeHash),
@@ -342,7 +313,8 @@ def test_gos_tile_hash_reader_verifies_the_log_it_reads_over_http(keys, client, 
     assert sign_checkpoint("t1") is not None
     vkey = str(log_verifier_key("t1"))
     env = {**child_env, "KEELGATE_API_RATE_LIMIT": "0", "KEELGATE_LOG_LEVEL": "WARNING"}
-    with daphne(env, tmp_path) as port:
+    log = tmp_path / "daphne.log"
+    with daphne(env, log) as port:
         prefix = f"http://127.0.0.1:{port}{BASE}{PREFIX}"
 
         def check(**kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -386,3 +358,4 @@ def test_gos_tile_hash_reader_verifies_the_log_it_reads_over_http(keys, client, 
             node.hash = kept
             node.save(update_fields=["hash"])
         assert check(records=[4], entries_from=-1).returncode == 0
+    assert "api.unexpected_error" not in log.read_text(errors="replace")

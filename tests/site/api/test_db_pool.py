@@ -10,7 +10,6 @@ the next requests still succeed, because a borrowed connection is checked first.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.db import connection
 
-from keelgate_site.management.commands.keelgate_serve import daphne_on_socket, listening_socket
+from tests.site._serve import daphne
 from tests.site.runs._batch import require_postgres
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -70,16 +69,8 @@ def test_a_pooled_daphne_bounds_its_connections_and_survives_their_death(keys, t
             "KEELGATE_LOG_LEVEL": "WARNING",
         }
     )
-    sock = listening_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
     log = tmp_path / "daphne.log"
-    with log.open("ab") as out:
-        (proc,) = daphne_on_socket(sock, 1, env=env, extra=["-v", "1"], stdout=out, stderr=out, cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 90
-        while "Listening on" not in log.read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
+    with daphne(env, log) as port:
         with ThreadPoolExecutor(max_workers=12) as threads:
             assert list(threads.map(lambda _: _get(port, keys.t1), range(24))) == [200] * 24
             assert 1 <= _backends(app) <= 2
@@ -94,14 +85,6 @@ def test_a_pooled_daphne_bounds_its_connections_and_survives_their_death(keys, t
             assert list(threads.map(lambda _: _get(port, keys.t1), range(24))) == [200] * 24
         assert _backends(app) <= 2
         assert '"ERROR"' not in log.read_text(errors="replace")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        sock.close()
 
 
 def test_a_quiet_pooled_connection_is_lent_without_a_round_trip(db, tmp_path):

@@ -8,13 +8,12 @@ numbered as they are written and the pass signs them.
 
 from __future__ import annotations
 
-import threading
 import time
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from audit import sequencer
 from audit.checkpoints import latest_checkpoint
@@ -22,6 +21,7 @@ from audit.models import ChainHead, Checkpoint
 from audit.sequencer import serve, tick
 from audit.verification import verify_log
 from audit.wiring import audit_log, integrate_pending
+from tests.site._threads import serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,28 +86,11 @@ def test_a_head_numbered_by_someone_else_is_signed_when_heads_are_looked_for():
 
 def test_serve_numbers_and_signs_until_stopped(settings):
     settings.KEELGATE_AUDIT_CHECKPOINT_INTERVAL = 0.05
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            serve(stop, poll=0.01)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
+    with serving(lambda stop: serve(stop, poll=0.01)):
         for batch in range(3):
             _record(5)
             deadline = time.monotonic() + 20
             while _signed_size() < 5 * (batch + 1):
                 assert time.monotonic() < deadline, f"batch {batch} was not signed"
                 time.sleep(0.02)
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert not thread.is_alive() and not errors, errors
     assert _head() == 15 and verify_log(tenant_id=TENANT).ok

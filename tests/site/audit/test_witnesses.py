@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import io
 import logging
-import threading
 import time
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
-from django.db import connections
 from django.utils import timezone
 
 from audit.checkpoints import cosigned_note, latest_checkpoint, log_verifier_key, sign_checkpoint
@@ -26,6 +24,7 @@ from audit.wiring import audit_log
 from audit.witnesses import BACKOFF, add_checkpoint_body, configured_witnesses, serve, witness_pass
 from keelgate.audit import CosignerKey, NoteError, note_cosignatures, open_note
 from tests.interop.go_reference import GoWitness
+from tests.site._threads import serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -204,30 +203,13 @@ def test_the_admin_shows_each_witness_state_read_only(witness, client, django_us
 
 def test_the_witness_thread_cosigns_each_new_checkpoint_until_stopped(witness):
     """``serve`` (keelgate_sequencer's witness thread) sends checkpoints as they are signed."""
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            serve(stop, poll=0.02)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
+    with serving(lambda stop: serve(stop, poll=0.02)):
         for count in (2, 3):
             size = _append(count)
             deadline = time.monotonic() + 30
             while not WitnessCosignature.objects.filter(checkpoint__size=size).exists():
                 assert time.monotonic() < deadline, f"size {size} was not cosigned"
                 time.sleep(0.02)
-    finally:
-        stop.set()
-        thread.join(timeout=30)
-    assert not thread.is_alive() and not errors, errors
     assert _state().size == 5
 
 
