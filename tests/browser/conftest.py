@@ -110,7 +110,7 @@ class Server:
                 [
                     sys.executable,
                     "-m",
-                    "daphne",
+                    "keelgate_site.web_process",  # Daphne as the product runs it: its access log redacted
                     "-b",
                     "127.0.0.1",
                     "-p",
@@ -209,6 +209,17 @@ def server(
             for log in (server.daphne_log, worker_log):
                 if log.exists():
                     shutil.copy(log, ARTIFACTS / f"browser-{log.name}")
+            _no_secret_in(server.daphne_log, worker_log)
+
+
+def _no_secret_in(*logs: Path) -> None:
+    """After the whole suite (people logged in, keys made, decision links opened): no line of
+    the web or the worker process holds a password or anything shaped like a credential."""
+    from sitekit.logs import redact_text
+
+    for log in logs:
+        for number, line in enumerate(log.read_text(errors="replace").splitlines(), 1):
+            assert PASSWORD not in line and redact_text(line) == line, f"{log.name}:{number}: {line[:300]}"
 
 
 @pytest.fixture(scope="session")
